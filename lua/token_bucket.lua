@@ -1,0 +1,22 @@
+-- Token bucket as GCRA; the same arithmetic as src/limits/token-bucket.ts, operation for
+-- operation (the conformance suite compares the two on identical inputs).
+--   state: one string, the theoretical arrival time (ms) at which the bucket is full again.
+--   params: burst, interval_ms (time to earn back one token).
+local EPSILON_MS = 1e-6
+
+-- Returns allowed (bool), next_tat, remaining, reset_ms, retry_after_ms.
+local function token_bucket_step(tat, now, burst, interval, cost)
+  local tolerance = burst * interval
+  local base = now
+  if tat ~= nil and tat >= now then base = tat end
+  local next_tat = base + cost * interval
+  local allow_at = next_tat - tolerance
+  if allow_at - now > EPSILON_MS then
+    local remaining = math.floor((tolerance - (base - now)) / interval + EPSILON_MS)
+    if remaining < 0 then remaining = 0 end
+    return false, base, remaining, math.ceil(base - now), math.ceil(allow_at - now)
+  end
+  local remaining = math.floor((tolerance - (next_tat - now)) / interval + EPSILON_MS)
+  if remaining < 0 then remaining = 0 end
+  return true, next_tat, remaining, math.ceil(next_tat - now), 0
+end

@@ -1,0 +1,69 @@
+// `npm start`: build when dist/ is missing or older than src/, start the bundled demo upstream
+// when UPSTREAM_URL is unset, then run the gateway on config/gateway.yaml.
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { startDemoUpstream } from "./demo-upstream.mjs";
+
+const root = new URL("..", import.meta.url).pathname;
+
+function newestMtime(dir) {
+  let newest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    newest = Math.max(newest, entry.isDirectory() ? newestMtime(path) : statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+const cli = join(root, "dist/cli.js");
+if (!existsSync(cli) || newestMtime(join(root, "src")) > statSync(cli).mtimeMs) {
+  console.log("building tollgate (npm run build)...");
+  const built = spawnSync("npm", ["run", "build"], { cwd: root, stdio: "inherit" });
+  if (built.status !== 0) process.exit(built.status ?? 1);
+}
+
+const env = { ...process.env };
+let upstream;
+if (!env.UPSTREAM_URL) {
+  try {
+    upstream = await startDemoUpstream(3000);
+    console.log("demo upstream listening on http://127.0.0.1:3000 (set UPSTREAM_URL to use your own API)");
+  } catch (err) {
+    console.error(
+      `cannot start the demo upstream on 127.0.0.1:3000 (${err.message}); set UPSTREAM_URL to your API`,
+    );
+    process.exit(1);
+  }
+}
+
+const listen = env.TOLLGATE_LISTEN ?? "127.0.0.1:8080";
+const child = spawn(
+  process.execPath,
+  [cli, "--config", env.TOLLGATE_CONFIG ?? join(root, "config/gateway.yaml")],
+  {
+    cwd: root,
+    env,
+    stdio: ["ignore", "inherit", "inherit"],
+  },
+);
+
+setTimeout(() => {
+  if (child.exitCode !== null) return;
+  console.log(`
+tollgate is listening on http://${listen} (admin: http://${env.TOLLGATE_ADMIN_LISTEN ?? "127.0.0.1:9090"})
+Try it: the free plan has a burst of 10, so the 11th request in a row gets a 429:
+
+  for i in $(seq 1 12); do curl -s -o /dev/null -D - -H 'x-api-key: demo-free-key' http://${listen}/v1/hello | grep -iE '^(HTTP|ratelimit|retry-after)'; echo; done
+
+Metrics: curl http://${env.TOLLGATE_ADMIN_LISTEN ?? "127.0.0.1:9090"}/metrics    Stop: Ctrl-C
+`);
+}, 800).unref();
+
+const forward = (signal) => child.kill(signal);
+process.on("SIGINT", forward);
+process.on("SIGTERM", forward);
+child.on("exit", (code) => {
+  upstream?.close();
+  process.exit(code ?? 0);
+});

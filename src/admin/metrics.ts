@@ -1,0 +1,73 @@
+// Prometheus metrics (prom-client). No label ever carries a client id, key or IP: those are
+// unbounded and, for keys, secret. Route names and decisions are bounded by the config.
+import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+
+export type RequestDecision =
+  | "allowed"
+  | "limited"
+  | "exempt"
+  | "degraded_open"
+  | "degraded_closed"
+  | "bad_request"
+  | "unauthorized"
+  | "caller_denied"
+  | "no_route";
+
+/** Route label for requests that matched no route. */
+export const NO_ROUTE = "";
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<"route" | "decision">;
+  private readonly requestChildren = new Map<string, { inc(): void }>();
+  readonly checkDuration: Histogram;
+  readonly upstreamDuration: Histogram<"upstream">;
+  readonly storeErrors: Counter<"reason">;
+  readonly upstreamErrors: Counter<"upstream" | "reason">;
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: "tollgate_process_" });
+    this.requests = new Counter({
+      name: "tollgate_requests_total",
+      help: "Requests by route and limit decision.",
+      labelNames: ["route", "decision"],
+      registers: [this.registry],
+    });
+    this.checkDuration = new Histogram({
+      name: "tollgate_limit_check_duration_seconds",
+      help: "Time to decide all limits of one request, store round trip included.",
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+      registers: [this.registry],
+    });
+    this.upstreamDuration = new Histogram({
+      name: "tollgate_upstream_duration_seconds",
+      help: "Time from dispatch to the end of the upstream response.",
+      labelNames: ["upstream"],
+      buckets: [0.005, 0.025, 0.1, 0.25, 1, 2.5, 10],
+      registers: [this.registry],
+    });
+    this.storeErrors = new Counter({
+      name: "tollgate_store_errors_total",
+      help: "Limit checks the store could not answer, by reason.",
+      labelNames: ["reason"],
+      registers: [this.registry],
+    });
+    this.upstreamErrors = new Counter({
+      name: "tollgate_upstream_errors_total",
+      help: "Upstream requests that failed, by upstream and reason.",
+      labelNames: ["upstream", "reason"],
+      registers: [this.registry],
+    });
+  }
+
+  countRequest(route: string, decision: RequestDecision): void {
+    // Child lookups hash the label values on every call; cache them per label pair.
+    const key = `${route}\u0000${decision}`;
+    let child = this.requestChildren.get(key);
+    if (!child) {
+      child = this.requests.labels(route, decision);
+      this.requestChildren.set(key, child);
+    }
+    child.inc();
+  }
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env node
+// The command line: flags, --check, signals. Everything else lives in server.ts.
+import { readFileSync } from "node:fs";
+import { compileRuntime } from "./config/compile.js";
+import { loadConfigFile } from "./config/load.js";
+import { ConfigError, formatProblem } from "./config/problems.js";
+import { Gateway } from "./server.js";
+
+const USAGE = `usage: tollgate [--config PATH] [--check]
+
+  --config PATH   the YAML config (default: $TOLLGATE_CONFIG, else config/gateway.yaml)
+  --check         validate the config and exit: 0 when valid, 2 with one line per problem
+  --version       print the version
+  --help          this text
+`;
+
+interface Args {
+  config: string;
+  check: boolean;
+}
+
+function parseArgs(argv: readonly string[]): Args | { exit: number; message: string } {
+  let config = process.env.TOLLGATE_CONFIG || "config/gateway.yaml";
+  let check = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--check") check = true;
+    else if (arg === "--config" || arg === "-c") {
+      const value = argv[++i];
+      if (!value) return { exit: 64, message: `--config needs a path\n\n${USAGE}` };
+      config = value;
+    } else if (arg.startsWith("--config=")) config = arg.slice("--config=".length);
+    else if (arg === "--help" || arg === "-h") return { exit: 0, message: USAGE };
+    else if (arg === "--version") {
+      const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as {
+        version: string;
+      };
+      return { exit: 0, message: `tollgate ${pkg.version}\n` };
+    } else return { exit: 64, message: `unknown argument "${arg}"\n\n${USAGE}` };
+  }
+  return { config, check };
+}
+
+async function check(file: string): Promise<number> {
+  const loaded = await loadConfigFile(file, process.env);
+  if (!loaded.ok) {
+    for (const p of loaded.problems) process.stderr.write(`${formatProblem(p)}\n`);
+    return 2;
+  }
+  const rt = compileRuntime(loaded.config, { file, version: loaded.version });
+  const n = (count: number, word: string) => `${count} ${word}${count === 1 ? "" : "s"}`;
+  process.stdout.write(
+    `config OK: ${n(rt.routeList.length, "route")}, ${n(rt.plans.size, "plan")}, ${n(loaded.config.clients.length, "client")}\n`,
+  );
+  return 0;
+}
+
+async function run(file: string): Promise<void> {
+  let gateway: Gateway;
+  try {
+    gateway = await Gateway.start({ configFile: file });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      for (const p of err.problems) process.stderr.write(`${formatProblem(p)}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`tollgate: cannot start: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    gateway.logger.info({ signal }, "stopping: no new connections, finishing requests in flight");
+    gateway.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        gateway.logger.error({ err }, "error while stopping");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  // Without a handler SIGHUP would kill the process; reloading is not built yet, so say so.
+  process.on("SIGHUP", () =>
+    gateway.logger.warn(
+      "SIGHUP: config reload is not supported yet by this version; restart to apply changes",
+    ),
+  );
+}
+
+const args = parseArgs(process.argv.slice(2));
+if ("exit" in args) {
+  (args.exit === 0 ? process.stdout : process.stderr).write(args.message);
+  process.exit(args.exit);
+} else if (args.check) {
+  process.exitCode = await check(args.config);
+} else {
+  await run(args.config);
+}

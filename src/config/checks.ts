@@ -1,0 +1,195 @@
+// Checks the schema cannot express: names that must refer to each other, duplicates, limits that
+// are impossible to satisfy, and features this version does not build yet. Each problem points
+// at the node to fix.
+import { parseCidr } from "../identity/ip.js";
+import { normalizeTarget } from "../routing/normalize.js";
+import type { PathSegment } from "./document.js";
+import { suggest } from "./problems.js";
+import type { Config, LimitConfig } from "./schema.js";
+
+export interface PathProblem {
+  path: PathSegment[];
+  message: string;
+  /** Point at this key of the map at `path` rather than at the map. */
+  atKey?: string;
+}
+
+const NOT_YET = "is not supported yet by this version of tollgate; remove it";
+
+function didYouMean(word: string, known: readonly string[]): string {
+  const s = suggest(word, known);
+  return s ? ` (did you mean "${s}"?)` : known.length ? ` (known: ${known.join(", ")})` : "";
+}
+
+export function checkConfig(config: Config): PathProblem[] {
+  const problems: PathProblem[] = [];
+  const add = (path: PathSegment[], message: string, atKey?: string) =>
+    problems.push(atKey === undefined ? { path, message } : { path, message, atKey });
+
+  checkNotYetSupported(config, add);
+
+  const upstreamNames = Object.keys(config.upstreams);
+  if (upstreamNames.length === 0) add(["upstreams"], "at least one upstream is needed");
+
+  const routeNames = new Set<string>();
+  const routeTargets = new Map<string, string>();
+  config.routes.forEach((route, i) => {
+    if (routeNames.has(route.name)) add(["routes", i, "name"], `duplicate route name "${route.name}"`);
+    routeNames.add(route.name);
+    if (!config.upstreams[route.upstream]) {
+      add(
+        ["routes", i, "upstream"],
+        `unknown upstream "${route.upstream}"${didYouMean(route.upstream, upstreamNames)}`,
+      );
+    }
+    const normalized = normalizeTarget(route.match.path);
+    if (!normalized.ok || normalized.query) {
+      add(
+        ["routes", i, "match", "path"],
+        `"${route.match.path}" is not a plain path (${normalized.ok ? "it has a query" : normalized.reason})`,
+      );
+      return;
+    }
+    const methods = route.match.methods?.map((m) => m.toUpperCase()).sort() ?? ["*"];
+    for (const method of methods) {
+      const target = `${method} ${normalized.matchPath}`;
+      const previous = routeTargets.get(target);
+      if (previous)
+        add(
+          ["routes", i, "match"],
+          `matches the same requests as route "${previous}", so one of them can never apply`,
+        );
+      routeTargets.set(target, route.name);
+    }
+  });
+
+  const planNames = Object.keys(config.plans);
+  for (const [planName, plan] of Object.entries(config.plans)) {
+    if (plan.global) checkLimit(["plans", planName, "global"], plan.global, add);
+    if (plan.tenant) checkLimit(["plans", planName, "tenant"], plan.tenant, add);
+    for (const [routeName, limit] of Object.entries(plan.routes)) {
+      if (!routeNames.has(routeName)) {
+        add(
+          ["plans", planName, "routes"],
+          `unknown route "${routeName}"${didYouMean(routeName, [...routeNames])}`,
+          routeName,
+        );
+        continue;
+      }
+      checkLimit(["plans", planName, "routes", routeName], limit, add);
+    }
+    // A route whose cost exceeds a bucket's burst could never be admitted: that is a config bug.
+    config.routes.forEach((route) => {
+      const applied: [string, LimitConfig | undefined][] = [
+        ["global", plan.global],
+        ["tenant", plan.tenant],
+        [route.name, plan.routes[route.name]],
+      ];
+      for (const [key, limit] of applied) {
+        const burst = limit && !limit.unlimited ? (limit.burst ?? limit.limit) : undefined;
+        if (burst !== undefined && burst > 0 && route.cost > burst) {
+          const path: PathSegment[] =
+            key === route.name ? ["plans", planName, "routes", key] : ["plans", planName, key];
+          add(
+            path,
+            `route "${route.name}" costs ${route.cost}, more than this limit's ${burst}: it could never be admitted`,
+          );
+        }
+      }
+    });
+  }
+
+  const clientIds = new Set<string>();
+  const keys = new Set<string>();
+  config.clients.forEach((client, i) => {
+    if (clientIds.has(client.id)) add(["clients", i, "id"], `duplicate client id "${client.id}"`);
+    clientIds.add(client.id);
+    if ((client.key === undefined) === (client.key_sha256 === undefined)) {
+      add(["clients", i], "give exactly one of key_sha256 (recommended) or key");
+    }
+    const keyId = client.key_sha256?.toLowerCase() ?? `plain:${client.key}`;
+    if (keys.has(keyId)) add(["clients", i], "another client has the same key");
+    keys.add(keyId);
+    if (!config.plans[client.plan]) {
+      add(["clients", i, "plan"], `unknown plan "${client.plan}"${didYouMean(client.plan, planNames)}`);
+    }
+  });
+
+  const checkCidrs = (path: PathSegment[], list: readonly string[]) =>
+    list.forEach((text, i) => {
+      if (!parseCidr(text))
+        add([...path, i], `"${text}" is not an IP address or CIDR such as 10.0.0.0/8 or ::1/128`);
+    });
+  checkCidrs(["identity", "trusted_proxies"], config.identity.trusted_proxies);
+  for (const list of ["deny", "exempt"] as const) {
+    checkCidrs([list, "ips"], config[list].ips);
+    config[list].clients.forEach((id, i) => {
+      if (!clientIds.has(id))
+        add([list, "clients", i], `unknown client "${id}"${didYouMean(id, [...clientIds])}`);
+    });
+  }
+  return problems;
+}
+
+function checkLimit(
+  path: PathSegment[],
+  limit: LimitConfig,
+  add: (p: PathSegment[], m: string, k?: string) => void,
+) {
+  const algorithm = limit.algorithm ?? "token_bucket";
+  if (limit.unlimited !== undefined) {
+    const others = Object.keys(limit).filter((k) => k !== "unlimited");
+    if (limit.unlimited !== true)
+      add(path, "unlimited can only be true; remove it to limit this scope", "unlimited");
+    else if (others.length)
+      add(path, `unlimited: true cannot be combined with ${others.join(", ")}`, others[0]);
+    return;
+  }
+  if (algorithm !== "token_bucket") {
+    add(path, `algorithm "${algorithm}" ${NOT_YET}, or use token_bucket`, "algorithm");
+    return;
+  }
+  for (const key of ["shadow", "batch"] as const) {
+    if (limit[key] !== undefined) add(path, `${key} ${NOT_YET}`, key);
+  }
+  for (const key of ["max_in_flight", "lease", "queue"] as const) {
+    if (limit[key] !== undefined) add(path, `${key} does not apply to a token bucket`, key);
+  }
+  const rateForm = limit.rate !== undefined || limit.burst !== undefined;
+  const windowForm = limit.limit !== undefined || limit.window !== undefined;
+  if (rateForm && windowForm) {
+    add(path, "a token bucket takes either rate + burst or limit + window, not both");
+  } else if (rateForm) {
+    if (limit.rate === undefined) add(path, "rate is missing (e.g. rate: 5/s)");
+    if (limit.burst === undefined) add(path, "burst is missing (e.g. burst: 10)");
+    if (limit.rate && limit.rate.count <= 0) add(path, "rate must be more than 0", "rate");
+    if (limit.burst === 0) add(path, "burst must be at least 1", "burst");
+  } else if (windowForm) {
+    if (limit.limit === 0) add(path, `limit: 0 ${NOT_YET}`, "limit");
+    else if (limit.limit === undefined) add(path, "limit is missing (e.g. limit: 100)");
+    if (limit.window === undefined && limit.limit !== 0) add(path, "window is missing (e.g. window: 1h)");
+    if (limit.window === 0) add(path, "window must be longer than 0", "window");
+  } else {
+    add(
+      path,
+      "a token bucket needs rate + burst (e.g. rate: 5/s, burst: 10) or limit + window (e.g. limit: 100, window: 1h)",
+    );
+  }
+}
+
+function checkNotYetSupported(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
+  if (config.workers !== 1) add([], `workers: ${config.workers} ${NOT_YET} (only 1)`, "workers");
+  if (config.sustained_denial !== undefined) add([], `sustained_denial ${NOT_YET}`, "sustained_denial");
+  if (config.admin.token !== "") add(["admin"], `token: the admin API ${NOT_YET}; leave it empty`, "token");
+  for (const key of ["cluster", "sentinel", "local_fraction", "breaker"] as const) {
+    if (config.store[key] !== undefined) add(["store"], `${key} ${NOT_YET}`, key);
+  }
+  if (config.store.on_failure === "local")
+    add(["store", "on_failure"], `on_failure: local ${NOT_YET}; use open or closed`);
+  if (config.identity.jwt !== undefined) add(["identity"], `jwt ${NOT_YET}`, "jwt");
+  config.routes.forEach((route, i) => {
+    if (route.on_failure === "local")
+      add(["routes", i, "on_failure"], `on_failure: local ${NOT_YET}; use open or closed`);
+    if (route.max_body !== undefined) add(["routes", i], `max_body ${NOT_YET}`, "max_body");
+  });
+}

@@ -1,0 +1,192 @@
+// Validated config → the immutable runtime every request reads. Everything that does not depend
+// on the request is computed here once: route table, limits per plan and route, key hashes,
+// CIDR sets. A reload builds a new runtime and swaps one reference.
+import { createHash } from "node:crypto";
+import { CidrSet, parseCidr } from "../identity/ip.js";
+import type { LimitSpec } from "../limits/spec.js";
+import { methodSet, RouteMatcher } from "../routing/matcher.js";
+import { normalizeTarget } from "../routing/normalize.js";
+import type { Config, FailurePolicy, LimitConfig } from "./schema.js";
+
+/** Whose state a limit keys on for one request. */
+export type LimitScope = "caller" | "tenant" | "ip";
+
+export interface PlannedLimit {
+  spec: LimitSpec;
+  scope: LimitScope;
+  /** The plan's `tenant` limit: callers without a tenant skip it (a `by: tenant` route does not). */
+  tenantOnly: boolean;
+}
+
+export interface CompiledUpstream {
+  name: string;
+  origin: string;
+  /** Path prefix of the upstream URL (without trailing slash), prepended to forwarded paths. */
+  basePath: string;
+  host: string;
+  timeoutMs: number;
+  connectTimeoutMs: number;
+  connections: number;
+  /** Identity of the pool settings: a reload keeps a pool only if this is unchanged. */
+  poolKey: string;
+}
+
+export interface CompiledRoute {
+  name: string;
+  matchPrefix: string;
+  methods: ReadonlySet<string> | null;
+  upstream: CompiledUpstream;
+  by: LimitScope;
+  cost: number;
+  onFailure: Exclude<FailurePolicy, "local">;
+}
+
+export interface CompiledPlan {
+  name: string;
+  /** Limits of this plan for each route name, global and tenant limits included. */
+  limitsByRoute: ReadonlyMap<string, readonly PlannedLimit[]>;
+}
+
+export interface CompiledClient {
+  id: string;
+  plan: CompiledPlan;
+  tenant: string | undefined;
+}
+
+export interface Runtime {
+  readonly config: Config;
+  readonly file: string;
+  readonly version: string;
+  readonly loadedAt: Date;
+  readonly routes: RouteMatcher<CompiledRoute>;
+  readonly routeList: readonly CompiledRoute[];
+  readonly upstreams: ReadonlyMap<string, CompiledUpstream>;
+  readonly plans: ReadonlyMap<string, CompiledPlan>;
+  readonly anonymousPlan: CompiledPlan | undefined;
+  /** sha256(key) in hex → client. Plain keys are hashed here so lookups never see them. */
+  readonly clientsByKeyHash: ReadonlyMap<string, CompiledClient>;
+  readonly identity: {
+    header: string;
+    bearer: boolean;
+    onUnknown: "reject" | "anonymous";
+    trustedProxies: CidrSet;
+    clientIpHeader: "x-forwarded-for" | "forwarded";
+    ipv6Prefix: number;
+  };
+  readonly deny: { ips: CidrSet; clients: ReadonlySet<string> };
+  readonly exempt: { ips: CidrSet; clients: ReadonlySet<string> };
+  readonly headerStyles: { draft: boolean; ietf: boolean; legacy: boolean };
+  readonly store: { url: string; prefix: string; timeoutMs: number };
+}
+
+export const ANONYMOUS_PLAN = "anonymous";
+
+export function compileLimit(name: string, limit: LimitConfig): LimitSpec | null {
+  if (limit.unlimited) return null;
+  if (limit.rate && limit.burst !== undefined) {
+    return {
+      algorithm: "token_bucket",
+      name,
+      burst: limit.burst,
+      intervalMs: limit.rate.periodMs / limit.rate.count,
+    };
+  }
+  if (limit.limit !== undefined && limit.window !== undefined) {
+    return { algorithm: "token_bucket", name, burst: limit.limit, intervalMs: limit.window / limit.limit };
+  }
+  throw new Error(`limit ${name} passed validation without a usable shape`);
+}
+
+function compileUpstream(name: string, value: Config["upstreams"][string]): CompiledUpstream {
+  const long =
+    typeof value === "string"
+      ? { url: value, timeout: 30_000, connect_timeout: 2000, connections: 128 }
+      : value;
+  const url = new URL(long.url);
+  const basePath = url.pathname.replace(/\/+$/, "");
+  return {
+    name,
+    origin: url.origin,
+    basePath,
+    host: url.host,
+    timeoutMs: long.timeout,
+    connectTimeoutMs: long.connect_timeout,
+    connections: long.connections,
+    poolKey: JSON.stringify([url.origin, long.connect_timeout, long.connections]),
+  };
+}
+
+function cidrSet(list: readonly string[]): CidrSet {
+  return new CidrSet(list.map((text) => parseCidr(text)!));
+}
+
+export function compileRuntime(config: Config, meta: { file: string; version: string }): Runtime {
+  const upstreams = new Map(
+    Object.entries(config.upstreams).map(([name, u]) => [name, compileUpstream(name, u)]),
+  );
+  const routeList: CompiledRoute[] = config.routes.map((r) => {
+    const normalized = normalizeTarget(r.match.path);
+    if (!normalized.ok) throw new Error(`route ${r.name} passed validation with a bad path`);
+    return {
+      name: r.name,
+      matchPrefix: normalized.matchPath,
+      methods: methodSet(r.match.methods),
+      upstream: upstreams.get(r.upstream)!,
+      by: r.by ?? "caller",
+      cost: r.cost,
+      onFailure: (r.on_failure ?? config.store.on_failure) as Exclude<FailurePolicy, "local">,
+    };
+  });
+
+  const plans = new Map<string, CompiledPlan>();
+  for (const [planName, plan] of Object.entries(config.plans)) {
+    const global = plan.global ? compileLimit(`${planName}.global`, plan.global) : null;
+    const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant) : null;
+    const limitsByRoute = new Map<string, PlannedLimit[]>();
+    for (const route of routeList) {
+      const limits: PlannedLimit[] = [];
+      if (global) limits.push({ spec: global, scope: "caller", tenantOnly: false });
+      if (tenant) limits.push({ spec: tenant, scope: "tenant", tenantOnly: true });
+      const own = plan.routes[route.name];
+      const spec = own ? compileLimit(`${planName}.${route.name}`, own) : null;
+      if (spec) limits.push({ spec, scope: route.by, tenantOnly: false });
+      limitsByRoute.set(route.name, limits);
+    }
+    plans.set(planName, { name: planName, limitsByRoute });
+  }
+
+  const clientsByKeyHash = new Map<string, CompiledClient>();
+  for (const c of config.clients) {
+    const hash = c.key_sha256?.toLowerCase() ?? createHash("sha256").update(c.key!).digest("hex");
+    clientsByKeyHash.set(hash, { id: c.id, plan: plans.get(c.plan)!, tenant: c.tenant });
+  }
+
+  return Object.freeze({
+    config,
+    file: meta.file,
+    version: meta.version,
+    loadedAt: new Date(),
+    routes: new RouteMatcher(routeList),
+    routeList,
+    upstreams,
+    plans,
+    anonymousPlan: plans.get(ANONYMOUS_PLAN),
+    clientsByKeyHash,
+    identity: {
+      header: config.identity.api_key.header.toLowerCase(),
+      bearer: config.identity.api_key.bearer,
+      onUnknown: config.identity.api_key.on_unknown,
+      trustedProxies: cidrSet(config.identity.trusted_proxies),
+      clientIpHeader: config.identity.client_ip_header,
+      ipv6Prefix: config.identity.ipv6_prefix,
+    },
+    deny: { ips: cidrSet(config.deny.ips), clients: new Set(config.deny.clients) },
+    exempt: { ips: cidrSet(config.exempt.ips), clients: new Set(config.exempt.clients) },
+    headerStyles: {
+      draft: config.headers.includes("draft"),
+      ietf: config.headers.includes("ietf"),
+      legacy: config.headers.includes("legacy"),
+    },
+    store: { url: config.store.url, prefix: config.store.prefix, timeoutMs: config.store.timeout },
+  });
+}

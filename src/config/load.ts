@@ -1,0 +1,135 @@
+// read → substitute env → parse YAML with positions → validate (schema) → check (semantics).
+// Every failure comes back as ConfigProblems with file:line:column; nothing here throws on bad
+// input, so `--check`, start-up and reload all report the same way.
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import type { z } from "zod";
+import { checkConfig } from "./checks.js";
+import { type PathSegment, PositionedDocument } from "./document.js";
+import { substituteEnv } from "./env.js";
+import { type ConfigProblem, suggest } from "./problems.js";
+import { type Config, configSchema } from "./schema.js";
+
+export type LoadResult =
+  | { ok: true; config: Config; file: string; version: string }
+  | { ok: false; problems: ConfigProblem[] };
+
+export async function loadConfigFile(
+  file: string,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<LoadResult> {
+  let source: string;
+  try {
+    source = await readFile(file, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : String(err);
+    return {
+      ok: false,
+      problems: [{ file, line: 1, column: 1, path: "", message: `cannot read the config: ${why}` }],
+    };
+  }
+  return loadConfigText(source, file, env);
+}
+
+export function loadConfigText(
+  source: string,
+  file: string,
+  env: Readonly<Record<string, string | undefined>>,
+): LoadResult {
+  const substituted = substituteEnv(source, env);
+  const doc = new PositionedDocument(file, source, substituted.text, substituted.substitutions);
+  const envProblems = substituted.problems.map((p) => {
+    const { line, col } = lineCol(source, p.offset);
+    return { file, line, column: col, path: "", message: p.message };
+  });
+  const syntax = doc.syntaxProblems();
+  if (syntax.length || envProblems.length) return { ok: false, problems: [...envProblems, ...syntax] };
+
+  const raw = doc.toJS();
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    return { ok: false, problems: [doc.problem([], "the config must be a YAML mapping (key: value pairs)")] };
+  }
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) {
+    return {
+      ok: false,
+      problems: sortProblems(parsed.error.issues.flatMap((issue) => issueProblems(doc, issue))),
+    };
+  }
+  const semantic = checkConfig(parsed.data);
+  if (semantic.length) {
+    return {
+      ok: false,
+      problems: sortProblems(
+        semantic.map((p) => doc.problem(p.path, p.message, p.atKey === undefined ? {} : { atKey: p.atKey })),
+      ),
+    };
+  }
+  return { ok: true, config: parsed.data, file, version: createHash("sha256").update(source).digest("hex") };
+}
+
+function issueProblems(doc: PositionedDocument, issue: z.core.$ZodIssue): ConfigProblem[] {
+  const path = issue.path.filter((s): s is PathSegment => typeof s !== "symbol");
+  if (issue.code === "unrecognized_keys") {
+    const known = knownKeysAt(path);
+    return issue.keys.map((key) => {
+      const hint = suggest(key, known);
+      const fix = hint
+        ? `; did you mean "${hint}"?`
+        : known.length
+          ? `; expected one of: ${known.join(", ")}`
+          : "";
+      return doc.problem(path, `unknown key "${key}"${fix}`, { atKey: key });
+    });
+  }
+  if (issue.code === "invalid_type" && issue.input === undefined) {
+    const last = path[path.length - 1];
+    return [doc.problem(path.slice(0, -1), `${String(last)} is required`)];
+  }
+  if (issue.code === "invalid_union") {
+    return [
+      doc.problem(path, "expected a URL string or a mapping with url, timeout, connect_timeout, connections"),
+    ];
+  }
+  return [doc.problem(path, issue.message)];
+}
+
+/** The keys a strict object accepts at `path`, for "did you mean" hints. */
+function knownKeysAt(path: readonly PathSegment[]): string[] {
+  let schema: unknown = configSchema;
+  for (const segment of path) {
+    schema = unwrap(schema);
+    const def = (schema as { def?: Record<string, unknown> }).def;
+    if (!def) return [];
+    if (def.type === "object") schema = (def.shape as Record<string, unknown>)[String(segment)];
+    else if (def.type === "record") schema = def.valueType;
+    else if (def.type === "array") schema = def.element;
+    else if (def.type === "union") {
+      schema = (def.options as unknown[]).find(
+        (o) => (unwrap(o) as { def: { type: string } }).def.type === "object",
+      );
+    } else return [];
+  }
+  schema = unwrap(schema);
+  const def = (schema as { def?: Record<string, unknown> }).def;
+  return def?.type === "object" ? Object.keys(def.shape as object) : [];
+}
+
+function unwrap(schema: unknown): unknown {
+  let s = schema as { def?: { type: string; innerType?: unknown; in?: unknown } } | undefined;
+  while (s?.def && ["optional", "default", "pipe", "nullable"].includes(s.def.type)) {
+    s = (s.def.innerType ?? s.def.in) as typeof s;
+  }
+  return s;
+}
+
+function lineCol(text: string, offset: number): { line: number; col: number } {
+  const before = text.slice(0, offset);
+  const line = before.split("\n").length;
+  return { line, col: offset - before.lastIndexOf("\n") };
+}
+
+function sortProblems(problems: ConfigProblem[]): ConfigProblem[] {
+  return problems.sort((a, b) => a.line - b.line || a.column - b.column);
+}

@@ -1,0 +1,221 @@
+// The whole YAML contract of SPEC §2 as one zod schema. Validation, the TypeScript types of the
+// validated config and config/gateway.schema.json are all derived from this file, so they cannot
+// drift apart. Features that are specified but not built yet are still described here (editors
+// complete them); checks.ts refuses them with a "not supported yet" error.
+import { z } from "zod";
+import { parseDuration, parsePercent, parseRate, parseSize } from "./units.js";
+
+function unitScalar<T>(what: string, example: string, parse: (s: string) => T | null) {
+  return z
+    .string({ error: `expected ${what} such as ${example}` })
+    .describe(`${what}, e.g. ${example}`)
+    .transform((text, ctx) => {
+      const value = parse(text);
+      if (value === null) {
+        ctx.addIssue({ code: "custom", message: `"${text}" is not ${what}; write it like ${example}` });
+        return z.NEVER;
+      }
+      return value;
+    });
+}
+
+const duration = () => unitScalar("a duration", "250ms, 5s, 15m, 1h or 1d", parseDuration);
+const rate = () => unitScalar("a rate", "10/s, 100/m, 1000/h or 5000/d", parseRate);
+const size = () => unitScalar("a size", "512kb or 1mb", parseSize);
+const percent = () => unitScalar("a percentage", "50%", parsePercent);
+
+const hostPort = () =>
+  z
+    .string({ error: "expected host:port such as 127.0.0.1:8080" })
+    .regex(
+      /^(\[[0-9a-fA-F:.]+\]|[^\s:[\]]+|):\d{1,5}$/,
+      "expected host:port such as 0.0.0.0:8080 or [::]:8080",
+    )
+    .describe("host:port to listen on");
+
+const failurePolicy = z
+  .enum(["open", "closed", "local"])
+  .describe(
+    "what to do when the store cannot answer: open forwards, closed answers 503, local decides in-process",
+  );
+
+const algorithm = z.enum([
+  "token_bucket",
+  "sliding_window",
+  "sliding_window_counter",
+  "fixed_window",
+  "leaky_bucket",
+  "concurrency",
+]);
+
+export const limitSchema = z
+  .strictObject({
+    algorithm: algorithm.optional().describe("default token_bucket"),
+    rate: rate().optional().describe("token refill / queue drain rate, e.g. 5/s"),
+    burst: z.number().int().min(0).optional().describe("token bucket capacity"),
+    limit: z.number().int().min(0).optional().describe("requests per window; 0 denies every request"),
+    window: duration().optional().describe("the window `limit` applies to"),
+    shadow: z.boolean().optional().describe("evaluate and count, never deny"),
+    unlimited: z.boolean().optional().describe("exempt this scope from limiting"),
+    max_in_flight: z.number().int().min(1).optional().describe("concurrency: requests in flight at once"),
+    lease: duration()
+      .optional()
+      .describe("concurrency: how long a slot outlives a dead gateway (default 60s)"),
+    queue: z.number().int().min(0).optional().describe("leaky bucket: requests that may wait"),
+    batch: z.number().int().min(1).optional().describe("tokens an instance reserves at a time"),
+  })
+  .describe("one limit");
+
+const upstreamLong = z.strictObject({
+  url: z.url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" }),
+  timeout: duration().default(30_000).describe("whole-response timeout (default 30s)"),
+  connect_timeout: duration().default(2000).describe("TCP/TLS connect timeout (default 2s)"),
+  connections: z
+    .number()
+    .int()
+    .min(1)
+    .default(128)
+    .describe("pooled connections to this upstream (default 128)"),
+});
+
+const upstream = z.union([
+  z.url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" }),
+  upstreamLong,
+]);
+
+const cidr = z.string({ error: "expected an address or CIDR such as 10.0.0.0/8" });
+
+const callerList = z.strictObject({
+  ips: z.array(cidr).default([]),
+  clients: z.array(z.string()).default([]),
+});
+
+const clientSchema = z.strictObject({
+  id: z.string().min(1),
+  key_sha256: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}$/, "key_sha256 must be the 64 hex digits of the SHA-256 of the key")
+    .optional(),
+  key: z.string().min(1).optional().describe("plain key, for local use only; prefer key_sha256"),
+  plan: z.string().min(1),
+  tenant: z.string().min(1).optional(),
+});
+
+const routeSchema = z.strictObject({
+  name: z.string().min(1),
+  match: z.strictObject({
+    path: z.string().startsWith("/", "a route path starts with /"),
+    methods: z.array(z.string().regex(/^[A-Za-z]+$/, "expected an HTTP method such as GET")).optional(),
+  }),
+  upstream: z.string().min(1),
+  by: z.enum(["ip", "tenant"]).optional().describe("key this route's limit by client IP or by tenant"),
+  cost: z.number().int().min(1).default(1).describe("tokens one request takes from rate limits (default 1)"),
+  max_body: size().optional().describe("largest request body accepted"),
+  on_failure: failurePolicy.optional(),
+});
+
+const planSchema = z.strictObject({
+  global: limitSchema.optional().describe("per caller, across all routes"),
+  tenant: limitSchema.optional().describe("shared by every client of a tenant"),
+  routes: z.record(z.string(), limitSchema).default({}),
+});
+
+export const configSchema = z
+  .strictObject({
+    listen: hostPort().default("0.0.0.0:8080"),
+    workers: z.union([z.number().int().min(1), z.literal("auto")]).default(1),
+    shutdown_grace: duration().default(10_000),
+    sustained_denial: duration().optional(),
+    log: z
+      .strictObject({
+        level: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
+        requests: z.boolean().default(true),
+      })
+      .default({ level: "info", requests: true }),
+    admin: z
+      .strictObject({
+        listen: hostPort().default("127.0.0.1:9090"),
+        token: z.string().default(""),
+      })
+      .default({ listen: "127.0.0.1:9090", token: "" }),
+    store: z.strictObject({
+      url: z
+        .string()
+        .regex(/^(memory:\/\/|rediss?:\/\/)/, "expected memory://, redis://host:port or rediss://host:port"),
+      cluster: z.array(z.string()).optional(),
+      sentinel: z.strictObject({ name: z.string(), nodes: z.array(z.string()) }).optional(),
+      prefix: z.string().default("tollgate:"),
+      timeout: duration().default(100),
+      on_failure: failurePolicy.default("open"),
+      local_fraction: z.number().gt(0).max(1).optional(),
+      breaker: z
+        .strictObject({
+          error_rate: percent().optional(),
+          min_requests: z.number().int().min(1).optional(),
+          window: duration().optional(),
+          cooldown: duration().optional(),
+        })
+        .optional(),
+    }),
+    upstreams: z.record(z.string(), upstream),
+    identity: z
+      .strictObject({
+        api_key: z
+          .strictObject({
+            header: z.string().default("x-api-key"),
+            bearer: z.boolean().default(false),
+            on_unknown: z.enum(["reject", "anonymous"]).default("reject"),
+          })
+          .default({ header: "x-api-key", bearer: false, on_unknown: "reject" }),
+        jwt: z
+          .strictObject({
+            secret: z.string().optional(),
+            public_key_file: z.string().optional(),
+            jwks_file: z.string().optional(),
+            issuer: z.string().optional(),
+            audience: z.string().optional(),
+            claims: z
+              .strictObject({
+                client: z.string().optional(),
+                tenant: z.string().optional(),
+                plan: z.string().optional(),
+              })
+              .optional(),
+          })
+          .optional(),
+        trusted_proxies: z.array(cidr).default([]),
+        client_ip_header: z
+          .enum(["x-forwarded-for", "forwarded"])
+          .default("x-forwarded-for")
+          .describe("the one forwarding header your trusted proxies set; the other is ignored"),
+        ipv6_prefix: z.number().int().min(1).max(128).default(64),
+      })
+      .default({
+        api_key: { header: "x-api-key", bearer: false, on_unknown: "reject" },
+        trusted_proxies: [],
+        client_ip_header: "x-forwarded-for",
+        ipv6_prefix: 64,
+      }),
+    clients: z.array(clientSchema).default([]),
+    plans: z.record(z.string(), planSchema).default({}),
+    routes: z.array(routeSchema).min(1, "at least one route is needed"),
+    headers: z.array(z.enum(["draft", "ietf", "legacy"])).default(["draft", "ietf"]),
+    deny: callerList.default({ ips: [], clients: [] }),
+    exempt: callerList.default({ ips: [], clients: [] }),
+  })
+  .describe("tollgate gateway configuration");
+
+export type RawConfig = z.input<typeof configSchema>;
+export type Config = z.output<typeof configSchema>;
+export type LimitConfig = z.output<typeof limitSchema>;
+export type RouteConfig = z.output<typeof routeSchema>;
+export type ClientConfig = z.output<typeof clientSchema>;
+export type FailurePolicy = z.output<typeof failurePolicy>;
+
+/** The JSON Schema editors use to complete and check the YAML (config/gateway.schema.json). */
+export function jsonSchema(): Record<string, unknown> {
+  return {
+    ...z.toJSONSchema(configSchema, { io: "input", unrepresentable: "any", target: "draft-2020-12" }),
+    title: "tollgate gateway configuration",
+  };
+}

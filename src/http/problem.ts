@@ -1,0 +1,52 @@
+// application/problem+json (RFC 9457) for every error the gateway itself answers.
+import type { ServerResponse } from "node:http";
+
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  [extension: string]: unknown;
+}
+
+const BASE = "https://tollgate.dev/problems/";
+
+/** The gateway's own errors: a stable code, the status, a title. Details are per request. */
+export const PROBLEMS = {
+  bad_path: { status: 400, title: "Bad Request" },
+  unauthorized: { status: 401, title: "Unauthorized" },
+  caller_denied: { status: 403, title: "Forbidden" },
+  no_route: { status: 404, title: "Not Found" },
+  upstream_unreachable: { status: 502, title: "Bad Gateway" },
+  upstream_timeout: { status: 504, title: "Gateway Timeout" },
+} as const;
+
+export type ProblemCode = keyof typeof PROBLEMS;
+
+export function problemFor(code: ProblemCode, detail: string): Problem {
+  const p = PROBLEMS[code];
+  return { type: BASE + code.replace(/_/g, "-"), title: p.title, status: p.status, detail };
+}
+
+export const QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+export const TEMPORARY_REDUCED_CAPACITY =
+  "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
+export function sendProblem(
+  res: ServerResponse,
+  problem: Problem,
+  headers: Record<string, string | number> = {},
+): void {
+  const body = JSON.stringify(problem);
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(problem.status, {
+    ...headers,
+    "content-type": "application/problem+json",
+    "content-length": Buffer.byteLength(body),
+    "cache-control": "no-store",
+  });
+  res.end(body);
+}

@@ -1,0 +1,11 @@
+// The library surface (SPEC §5): the limiter core, importable without the proxy.
+
+export { compileRuntime, type Runtime } from "./config/compile.js";
+export { loadConfigFile, loadConfigText } from "./config/load.js";
+export { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
+export type { Config } from "./config/schema.js";
+export type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision, TokenBucketSpec } from "./limits/spec.js";
+export type { Store } from "./limits/store.js";
+export { MemoryStore, type MemoryStoreOptions } from "./limits/stores/memory.js";
+export { RedisStore, type RedisStoreOptions } from "./limits/stores/redis.js";
+export { Gateway, type GatewayOptions } from "./server.js";

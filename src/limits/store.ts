@@ -1,0 +1,17 @@
+// The one interface both stores implement. Only server.ts chooses the implementation.
+import type { LimitCheck, StoreDecision } from "./spec.js";
+
+export interface Store {
+  readonly kind: "memory" | "redis";
+  /**
+   * Decides every limit of one request atomically, in one round trip. `nowMs` overrides the
+   * store's clock (tests only). Rejects when the store cannot answer; a denial is a decision,
+   * never a rejection.
+   */
+  check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision>;
+  /** Resolves when the store answers; readiness uses it. */
+  ping(): Promise<void>;
+  /** Whether the store is believed reachable right now, without a round trip. */
+  isConnected(): boolean;
+  close(): Promise<void>;
+}

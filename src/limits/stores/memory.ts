@@ -1,0 +1,108 @@
+// The embedded store for `memory://` (one instance) and, later, the local failure fallback.
+// It runs the same arithmetic as the Redis scripts (algorithms.ts) on a bounded map.
+import { ALGORITHMS } from "../algorithms.js";
+import type { LimitCheck, StoreDecision } from "../spec.js";
+import type { Store } from "../store.js";
+
+interface Entry {
+  state: number;
+  expiresAtMs: number;
+}
+
+export interface MemoryStoreOptions {
+  /**
+   * Most keys held at once. Past it the least recently written key is dropped, which gives that
+   * caller a fresh limit: keep it well above the number of active callers. 500k entries cost
+   * roughly 100 MB.
+   */
+  maxKeys?: number;
+  /** The clock; tests inject a fake one. */
+  now?: () => number;
+  /** How often expired keys are swept, in ms (0 disables the timer; expiry is still checked on read). */
+  sweepIntervalMs?: number;
+}
+
+export const DEFAULT_MEMORY_MAX_KEYS = 500_000;
+
+export class MemoryStore implements Store {
+  readonly kind = "memory";
+  private readonly entries = new Map<string, Entry>();
+  private readonly maxKeys: number;
+  private readonly now: () => number;
+  private readonly sweepTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.maxKeys = options.maxKeys ?? DEFAULT_MEMORY_MAX_KEYS;
+    this.now = options.now ?? Date.now;
+    const sweepMs = options.sweepIntervalMs ?? 10_000;
+    if (sweepMs > 0) {
+      this.sweepTimer = setInterval(() => this.sweep(), sweepMs);
+      this.sweepTimer.unref();
+    }
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  async check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision> {
+    return this.checkSync(checks, nowMs);
+  }
+
+  checkSync(checks: readonly LimitCheck[], nowMs: number = this.now()): StoreDecision {
+    const steps = checks.map((c) =>
+      ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, c.cost),
+    );
+    const allowed = steps.every((s) => s.outcome.allowed);
+    if (allowed) {
+      for (let i = 0; i < checks.length; i++)
+        this.write(checks[i]!.key, steps[i]!.nextState, nowMs + steps[i]!.ttlMs);
+    }
+    return { allowed, outcomes: steps.map((s) => s.outcome) };
+  }
+
+  /** Current state of a key, or null when absent or expired (for tests and the admin API). */
+  read(key: string, nowMs: number = this.now()): number | null {
+    const entry = this.entries.get(key);
+    if (!entry) return null;
+    if (entry.expiresAtMs <= nowMs) {
+      this.entries.delete(key);
+      return null;
+    }
+    return entry.state;
+  }
+
+  /** Remaining TTL of a key in ms, or null (mirrors PTTL for the conformance suite). */
+  ttlMs(key: string, nowMs: number = this.now()): number | null {
+    const entry = this.entries.get(key);
+    if (!entry || entry.expiresAtMs <= nowMs) return null;
+    return entry.expiresAtMs - nowMs;
+  }
+
+  async ping(): Promise<void> {}
+
+  isConnected(): boolean {
+    return true;
+  }
+
+  async close(): Promise<void> {
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.entries.clear();
+  }
+
+  private write(key: string, state: number, expiresAtMs: number): void {
+    // Re-inserting moves the key to the end of the map's order, so eviction drops the
+    // least recently written key first.
+    this.entries.delete(key);
+    if (this.entries.size >= this.maxKeys) {
+      const oldest = this.entries.keys().next();
+      if (!oldest.done) this.entries.delete(oldest.value);
+    }
+    this.entries.set(key, { state, expiresAtMs });
+  }
+
+  private sweep(): void {
+    const now = this.now();
+    for (const [key, entry] of this.entries) if (entry.expiresAtMs <= now) this.entries.delete(key);
+  }
+}

@@ -1,0 +1,21 @@
+// The Redis scripts, composed from lua/: algorithm fragments first, then the entry that uses
+// them. Composition keeps one copy of each algorithm; the SHA1 is what EVALSHA runs.
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+// src/limits/stores and dist/limits/stores are both three levels below the package root.
+export const LUA_DIR = fileURLToPath(new URL("../../../lua/", import.meta.url));
+
+/** Fragments in the order they are concatenated; the last one is the entry point. */
+export const CHECK_SCRIPT_PARTS = ["token_bucket.lua", "check.lua"] as const;
+
+export function composeScript(parts: readonly string[]): string {
+  return parts.map((name) => `-- ${name}\n${readFileSync(LUA_DIR + name, "utf8")}`).join("\n");
+}
+
+export function sha1(text: string): string {
+  return createHash("sha1").update(text).digest("hex");
+}
+
+export const CHECK_SCRIPT = composeScript(CHECK_SCRIPT_PARTS);

@@ -1,0 +1,56 @@
+// Token bucket arithmetic, as GCRA (the generic cell rate algorithm): the state is one number,
+// the theoretical arrival time (TAT) at which the bucket is full again. One number per key keeps
+// Redis memory and the script small, and debt (a TAT beyond the tolerance) needs no extra field.
+//
+// lua/token_bucket.lua is the same arithmetic, operation for operation; the conformance suite
+// runs both on identical inputs and expects identical outputs.
+import type { LimitOutcome, TokenBucketSpec } from "./spec.js";
+
+/**
+ * Float error guard, in ms. Intervals like 1000/3 are not exact in binary; without the guard a
+ * bucket that is exactly full could deny its last token.
+ */
+export const EPSILON_MS = 1e-6;
+
+export interface TokenBucketStep {
+  outcome: LimitOutcome;
+  /** The TAT to store if the request is committed. */
+  nextTat: number;
+}
+
+export function tokenBucketStep(
+  tat: number | null,
+  nowMs: number,
+  spec: TokenBucketSpec,
+  cost: number,
+): TokenBucketStep {
+  const tolerance = spec.burst * spec.intervalMs;
+  const base = tat === null || tat < nowMs ? nowMs : tat;
+  const nextTat = base + cost * spec.intervalMs;
+  const allowAt = nextTat - tolerance;
+  if (allowAt - nowMs > EPSILON_MS) {
+    return {
+      nextTat: base,
+      outcome: {
+        allowed: false,
+        remaining: Math.max(0, Math.floor((tolerance - (base - nowMs)) / spec.intervalMs + EPSILON_MS)),
+        resetMs: Math.ceil(base - nowMs),
+        retryAfterMs: Math.ceil(allowAt - nowMs),
+      },
+    };
+  }
+  return {
+    nextTat,
+    outcome: {
+      allowed: true,
+      remaining: Math.max(0, Math.floor((tolerance - (nextTat - nowMs)) / spec.intervalMs + EPSILON_MS)),
+      resetMs: Math.ceil(nextTat - nowMs),
+      retryAfterMs: 0,
+    },
+  };
+}
+
+/** How long a committed state stays relevant: until the bucket is full again, plus a second. */
+export function tokenBucketTtlMs(nextTat: number, nowMs: number): number {
+  return Math.ceil(nextTat - nowMs) + 1000;
+}

@@ -1,0 +1,147 @@
+// Streams one request to its upstream and the response back, on undici's dispatch API: no
+// intermediate streams, backpressure passed through (a slow client pauses the upstream read),
+// and a client that goes away aborts the upstream request.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Dispatcher, Pool } from "undici";
+import type { CompiledUpstream } from "../config/compile.js";
+import { type Problem, problemFor, sendProblem } from "../http/problem.js";
+import { clientResponseHeaders } from "./headers.js";
+
+export type UpstreamFailure = "timeout" | "connect_timeout" | "refused" | "reset" | "error";
+
+export interface ForwardResult {
+  status: number;
+  failure?: UpstreamFailure;
+  /** The client went away before the response was complete. */
+  clientGone?: boolean;
+}
+
+export interface ForwardRequest {
+  pool: Pool;
+  upstream: CompiledUpstream;
+  req: IncomingMessage;
+  res: ServerResponse;
+  method: string;
+  path: string;
+  headers: string[];
+  withBody: boolean;
+  /** Added to the client response (rate-limit headers, request id). */
+  responseHeaders: Record<string, string>;
+  onDone: (result: ForwardResult) => void;
+}
+
+const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+
+export function classifyUpstreamError(err: unknown): UpstreamFailure {
+  const code = (err as { code?: string }).code;
+  if (code === "UND_ERR_CONNECT_TIMEOUT") return "connect_timeout";
+  if (code && TIMEOUT_CODES.has(code)) return "timeout";
+  if (code === "ECONNREFUSED") return "refused";
+  if (code === "ECONNRESET" || code === "UND_ERR_SOCKET" || code === "EPIPE") return "reset";
+  return "error";
+}
+
+export function upstreamProblem(failure: UpstreamFailure, upstream: CompiledUpstream): Problem {
+  switch (failure) {
+    case "timeout":
+      return problemFor(
+        "upstream_timeout",
+        `upstream "${upstream.name}" did not answer within ${upstream.timeoutMs} ms`,
+      );
+    case "connect_timeout":
+      return problemFor(
+        "upstream_timeout",
+        `upstream "${upstream.name}" did not accept a connection within ${upstream.connectTimeoutMs} ms`,
+      );
+    case "refused":
+      return problemFor("upstream_unreachable", `upstream "${upstream.name}" refused the connection`);
+    case "reset":
+      return problemFor(
+        "upstream_unreachable",
+        `upstream "${upstream.name}" closed the connection before answering`,
+      );
+    default:
+      return problemFor("upstream_unreachable", `upstream "${upstream.name}" could not be reached`);
+  }
+}
+
+class ClientGoneError extends Error {
+  constructor() {
+    super("the client closed the connection");
+    this.name = "ClientGoneError";
+  }
+}
+
+export function forward(f: ForwardRequest): void {
+  const { res } = f;
+  let controller: Dispatcher.DispatchController | null = null;
+  let status = 0;
+  let done = false;
+  const finish = (result: ForwardResult) => {
+    if (done) return;
+    done = true;
+    f.onDone(result);
+  };
+  const onClientClose = () => {
+    if (res.writableFinished) return;
+    controller?.abort(new ClientGoneError());
+    finish({ status: status || 499, clientGone: true });
+  };
+  res.once("close", onClientClose);
+  const resume = () => controller?.resume();
+
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart(c) {
+      controller = c;
+      if (res.destroyed) c.abort(new ClientGoneError());
+    },
+    onResponseStart(_c, statusCode, headers) {
+      if (statusCode < 200) return; // 1xx: Node answers 100-continue to the client itself
+      status = statusCode;
+      const out = clientResponseHeaders(headers);
+      for (const name in f.responseHeaders) out[name] = f.responseHeaders[name]!;
+      res.writeHead(statusCode, out);
+    },
+    onResponseData(c, chunk) {
+      if (!res.write(chunk)) {
+        c.pause();
+        res.once("drain", resume);
+      }
+    },
+    onResponseEnd() {
+      res.end();
+      res.off("close", onClientClose);
+      finish({ status });
+    },
+    onResponseError(_c, err) {
+      if (err instanceof ClientGoneError || res.destroyed) {
+        finish({ status: status || 499, clientGone: true });
+        return;
+      }
+      const failure = classifyUpstreamError(err);
+      res.off("close", onClientClose);
+      if (res.headersSent) {
+        // Mid-body failure: the status is already on the wire; cutting the connection is the
+        // only way to tell the client the body is incomplete.
+        res.destroy(err);
+        finish({ status, failure });
+        return;
+      }
+      const problem = upstreamProblem(failure, f.upstream);
+      sendProblem(res, problem, f.responseHeaders);
+      finish({ status: problem.status, failure });
+    },
+  };
+
+  f.pool.dispatch(
+    {
+      path: f.path,
+      method: f.method,
+      headers: f.headers,
+      body: f.withBody ? f.req : null,
+      headersTimeout: f.upstream.timeoutMs,
+      bodyTimeout: f.upstream.timeoutMs,
+    },
+    handler,
+  );
+}

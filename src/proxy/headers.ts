@@ -1,0 +1,107 @@
+// Header hygiene in both directions (RFC 9110 §7.6.1): hop-by-hop headers and those named in
+// Connection stay on their hop; the client cannot speak for the gateway (Tollgate-*) nor for
+// proxies it is not behind (X-Forwarded-*).
+import type { IncomingHttpHeaders } from "node:http";
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "proxy-authenticate",
+  "proxy-authorization",
+]);
+
+/** Headers the gateway sets toward the upstream itself; the client's copies are dropped. */
+const SET_BY_GATEWAY = new Set(["host", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "via"]);
+
+export const VIA = "1.1 tollgate";
+
+function connectionTokens(value: string | string[] | undefined): Set<string> | null {
+  if (!value) return null;
+  const tokens = (Array.isArray(value) ? value.join(",") : value).split(",");
+  const set = new Set<string>();
+  for (const t of tokens) {
+    const name = t.trim().toLowerCase();
+    if (name) set.add(name);
+  }
+  return set.size ? set : null;
+}
+
+export interface UpstreamIdentity {
+  client: string | undefined;
+  tenant: string | undefined;
+  plan: string | undefined;
+}
+
+export interface ForwardingContext {
+  /** Host header for the upstream (its own authority). */
+  upstreamHost: string;
+  /** The socket peer, as text. */
+  peer: string;
+  /** Whether the peer is a trusted proxy whose X-Forwarded-* may be kept and extended. */
+  peerTrusted: boolean;
+  identity: UpstreamIdentity;
+  requestId: string;
+}
+
+/**
+ * The request headers for the upstream, as a flat `[name, value, …]` list built from the raw
+ * headers so that order, case and repeated fields survive.
+ */
+export function upstreamRequestHeaders(
+  rawHeaders: readonly string[],
+  headers: IncomingHttpHeaders,
+  ctx: ForwardingContext,
+): string[] {
+  const named = connectionTokens(headers.connection);
+  const out: string[] = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || SET_BY_GATEWAY.has(lower) || named?.has(lower)) continue;
+    if (lower.startsWith("tollgate-") || lower === "x-request-id") continue;
+    out.push(name, rawHeaders[i + 1]!);
+  }
+  const priorFor = ctx.peerTrusted ? headers["x-forwarded-for"] : undefined;
+  out.push("host", ctx.upstreamHost);
+  out.push("x-forwarded-for", priorFor ? `${priorFor}, ${ctx.peer}` : ctx.peer);
+  out.push("x-forwarded-proto", (ctx.peerTrusted && single(headers["x-forwarded-proto"])) || "http");
+  const forwardedHost = (ctx.peerTrusted && single(headers["x-forwarded-host"])) || headers.host;
+  if (forwardedHost) out.push("x-forwarded-host", forwardedHost);
+  out.push("via", headers.via ? `${headers.via}, ${VIA}` : VIA);
+  out.push("x-request-id", ctx.requestId);
+  if (ctx.identity.client !== undefined) out.push("tollgate-client", ctx.identity.client);
+  if (ctx.identity.tenant !== undefined) out.push("tollgate-tenant", ctx.identity.tenant);
+  if (ctx.identity.plan !== undefined) out.push("tollgate-plan", ctx.identity.plan);
+  return out;
+}
+
+function single(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** Headers the upstream may send that never reach the client. */
+const RESPONSE_DROPPED = new Set(["tollgate-cost"]);
+
+/** The upstream's response headers for the client, without hop-by-hop ones. */
+export function clientResponseHeaders(upstream: IncomingHttpHeaders): Record<string, string | string[]> {
+  const named = connectionTokens(upstream.connection);
+  const out: Record<string, string | string[]> = {};
+  for (const name in upstream) {
+    if (HOP_BY_HOP.has(name) || RESPONSE_DROPPED.has(name) || named?.has(name)) continue;
+    const value = upstream[name];
+    if (value !== undefined) out[name] = value;
+  }
+  out.via = upstream.via ? `${upstream.via}, ${VIA}` : VIA;
+  return out;
+}
+
+/** A request carries a body if it says so; GET and HEAD usually do not, and then none is sent. */
+export function hasBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers["content-length"];
+  return headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+}
