@@ -63,6 +63,9 @@ export function urlOf(a: AddressInfo): string {
   return `http://${host}:${a.port}`;
 }
 
+/** How long start-up waits for the store before serving with the failure policy. */
+const STARTUP_STORE_WAIT_MS = 1000;
+
 export class Gateway {
   readonly logger: Logger;
   readonly metrics = new Metrics();
@@ -90,6 +93,12 @@ export class Gateway {
     const runtime = compileRuntime(loaded.config, { file: loaded.file, version: loaded.version });
     const logger = options.logger ?? createLogger(loaded.config.log.level);
     const gateway = new Gateway(runtime, logger);
+    if (!(await gateway.store.waitUntilReady(STARTUP_STORE_WAIT_MS))) {
+      logger.warn(
+        { store: runtime.store.url.replace(/\/\/[^@/]*@/, "//***@") },
+        "limit store not reachable at start; serving with the failure policy until it is",
+      );
+    }
     await gateway.listen();
     return gateway;
   }

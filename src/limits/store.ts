@@ -13,5 +13,7 @@ export interface Store {
   ping(): Promise<void>;
   /** Whether the store is believed reachable right now, without a round trip. */
   isConnected(): boolean;
+  /** Resolves true once the store can answer, false after `timeoutMs`; never rejects. */
+  waitUntilReady(timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
 }

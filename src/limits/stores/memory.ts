@@ -85,6 +85,10 @@ export class MemoryStore implements Store {
     return true;
   }
 
+  async waitUntilReady(): Promise<boolean> {
+    return true;
+  }
+
   async close(): Promise<void> {
     if (this.sweepTimer) clearInterval(this.sweepTimer);
     this.entries.clear();

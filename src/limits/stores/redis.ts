@@ -71,6 +71,25 @@ export class RedisStore implements Store {
     return this.client.status === "ready";
   }
 
+  /**
+   * Resolves true once connected, or false after `timeoutMs`. Start-up waits on it briefly so
+   * the first requests are not degraded by a connection still being set up; it never blocks on
+   * a Redis that is down.
+   */
+  async waitUntilReady(timeoutMs: number): Promise<boolean> {
+    if (this.isConnected()) return true;
+    return new Promise((resolve) => {
+      const done = (ready: boolean) => {
+        clearTimeout(timer);
+        this.client.off("ready", onReady);
+        resolve(ready);
+      };
+      const onReady = () => done(true);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.client.once("ready", onReady);
+    });
+  }
+
   async close(): Promise<void> {
     this.client.disconnect();
   }

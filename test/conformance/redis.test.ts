@@ -1,0 +1,129 @@
+// The same suite against a real redis-server the test starts, plus the property that the Lua
+// script and the TypeScript arithmetic decide identically for identical request sequences.
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TokenBucketSpec } from "../../src/limits/spec.js";
+import { MemoryStore } from "../../src/limits/stores/memory.js";
+import { RedisStore } from "../../src/limits/stores/redis.js";
+import { CHECK_SCRIPT, sha1 } from "../../src/limits/stores/scripts.js";
+import { type RedisProcess, startRedis } from "../support/redis.js";
+import { freshKey, storeConformance } from "./suite.js";
+
+let redis: RedisProcess;
+const stores: RedisStore[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await Promise.all(stores.map((s) => s.close()));
+  await redis.stop();
+});
+
+async function newStore(): Promise<RedisStore> {
+  const store = new RedisStore({ url: redis.url, timeoutMs: 1000 });
+  stores.push(store);
+  if (!(await store.waitUntilReady(5000))) throw new Error("test Redis not reachable");
+  return store;
+}
+
+storeConformance("RedisStore", () => ({
+  store: newStore,
+  pttl: async (key) => {
+    const ms = await redis.client.pttl(key);
+    return ms < 0 ? null : ms;
+  },
+  advance: (ms) => new Promise((r) => setTimeout(r, ms)),
+}));
+
+describe("RedisStore specifics", () => {
+  it("runs the script by EVALSHA once it is loaded", async () => {
+    const store = await newStore();
+    await store.check([
+      {
+        key: freshKey("sha"),
+        spec: { algorithm: "token_bucket", name: "x", burst: 1, intervalMs: 1000 },
+        cost: 1,
+      },
+    ]);
+    const [loaded] = (await redis.client.script("EXISTS", sha1(CHECK_SCRIPT))) as number[];
+    expect(loaded).toBe(1);
+    const before = await commandCalls("evalsha");
+    await store.check([
+      {
+        key: freshKey("sha"),
+        spec: { algorithm: "token_bucket", name: "x", burst: 1, intervalMs: 1000 },
+        cost: 1,
+      },
+    ]);
+    expect(await commandCalls("evalsha")).toBe(before + 1);
+  });
+
+  it("recovers from an empty script cache (NOSCRIPT) transparently", async () => {
+    const store = await newStore();
+    const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 3, intervalMs: 1000 };
+    const key = freshKey("noscript");
+    expect((await store.check([{ key, spec, cost: 1 }])).allowed).toBe(true);
+    await redis.client.script("FLUSH");
+    expect((await store.check([{ key, spec, cost: 1 }])).outcomes[0]!.remaining).toBe(1);
+  });
+
+  it("keys carry the caller's hash tag and a TTL", async () => {
+    const store = await newStore();
+    const key = freshKey("tag");
+    await store.check([
+      { key, spec: { algorithm: "token_bucket", name: "x", burst: 5, intervalMs: 1000 }, cost: 1 },
+    ]);
+    expect(key).toMatch(/\{c:[^}]+\}/);
+    const ttl = await redis.client.pttl(key);
+    expect(ttl).toBeGreaterThan(1000);
+    expect(ttl).toBeLessThanOrEqual(2000);
+  });
+
+  it("decides exactly as the memory store for any request sequence", async () => {
+    const redisStore = await newStore();
+    const step = fc.record({
+      dtMs: fc.integer({ min: 0, max: 700 }),
+      cost: fc.integer({ min: 1, max: 4 }),
+      which: fc.integer({ min: 0, max: 2 }),
+    });
+    const specArb = fc.record({
+      burst: fc.integer({ min: 1, max: 12 }),
+      perSecond: fc.integer({ min: 1, max: 9 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(specArb, { minLength: 3, maxLength: 3 }),
+        fc.array(step, { minLength: 1, maxLength: 30 }),
+        async (specs, steps) => {
+          const memory = new MemoryStore({ sweepIntervalMs: 0 });
+          const compiled: TokenBucketSpec[] = specs.map((s, i) => ({
+            algorithm: "token_bucket",
+            name: `p.l${i}`,
+            burst: s.burst,
+            intervalMs: 1000 / s.perSecond,
+          }));
+          const keys = compiled.map((_, i) => freshKey(`prop${i}`));
+          let now = 1_700_000_000_000;
+          for (const s of steps) {
+            now += s.dtMs;
+            // Either one limit or two limits together, to exercise all-or-nothing too.
+            const idx = s.which === 2 ? [0, 1] : [s.which];
+            const checks = idx.map((i) => ({ key: keys[i]!, spec: compiled[i]!, cost: s.cost }));
+            const fromRedis = await redisStore.check(checks, now);
+            const fromMemory = memory.checkSync(checks, now);
+            expect(fromRedis).toEqual(fromMemory);
+          }
+          await memory.close();
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+});
+
+async function commandCalls(command: string): Promise<number> {
+  const info = await redis.client.info("commandstats");
+  const m = new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info);
+  return m ? Number(m[1]) : 0;
+}

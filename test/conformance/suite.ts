@@ -1,0 +1,134 @@
+// One behavioural suite for every Store. Deterministic cases pass `now` explicitly, so both
+// stores see the same clock; the expiry case uses each store's own clock through the harness.
+import { describe, expect, it } from "vitest";
+import type { LimitCheck, TokenBucketSpec } from "../../src/limits/spec.js";
+import type { Store } from "../../src/limits/store.js";
+
+export interface StoreHarness {
+  /** A fresh store sharing state with every other store of this harness (another "instance"). */
+  store(): Promise<Store>;
+  /** Remaining TTL of a key in ms, or null when the key does not exist. */
+  pttl(key: string): Promise<number | null>;
+  /** Lets `ms` of the store's own clock pass. */
+  advance(ms: number): Promise<void>;
+}
+
+// The seed lab: capacity 10, refill 5/s.
+export const LAB: TokenBucketSpec = {
+  algorithm: "token_bucket",
+  name: "lab.global",
+  burst: 10,
+  intervalMs: 200,
+};
+
+let keySeq = 0;
+export const freshKey = (label: string) => `test:{c:${label}-${process.pid}-${++keySeq}}:lab.global`;
+
+const T0 = 1_700_000_000_000;
+
+async function sequential(store: Store, checks: LimitCheck[], n: number, nowMs?: number) {
+  const out = [];
+  for (let i = 0; i < n; i++) out.push(await store.check(checks, nowMs));
+  return out;
+}
+
+export function storeConformance(name: string, harness: () => StoreHarness) {
+  describe(`${name}: token bucket conformance`, () => {
+    it("capacity: a full bucket admits exactly its burst", async () => {
+      const h = harness();
+      const key = freshKey("capacity");
+      const results = await sequential(await h.store(), [{ key, spec: LAB, cost: 1 }], 12, T0);
+      expect(results.map((r) => r.allowed)).toEqual([...Array(10).fill(true), false, false]);
+      expect(results[0]!.outcomes[0]).toEqual({ allowed: true, remaining: 9, resetMs: 200, retryAfterMs: 0 });
+      expect(results[9]!.outcomes[0]!.remaining).toBe(0);
+      expect(results[10]!.outcomes[0]).toEqual({
+        allowed: false,
+        remaining: 0,
+        resetMs: 2000,
+        retryAfterMs: 200,
+      });
+    });
+
+    it("refill: 1 s after emptying, 5 of 8 pass (rate 5/s)", async () => {
+      const h = harness();
+      const key = freshKey("refill");
+      const checks = [{ key, spec: LAB, cost: 1 }];
+      await sequential(await h.store(), checks, 12, T0);
+      const later = await sequential(await h.store(), checks, 8, T0 + 1000);
+      expect(later.map((r) => r.allowed)).toEqual([true, true, true, true, true, false, false, false]);
+      // Half a token later still nothing; a full token later, one more.
+      expect((await (await h.store()).check(checks, T0 + 1100)).allowed).toBe(false);
+      expect((await (await h.store()).check(checks, T0 + 1200)).allowed).toBe(true);
+    });
+
+    it("atomicity: 200 concurrent checks from several instances admit exactly the burst", async () => {
+      const h = harness();
+      const key = freshKey("atomic");
+      const stores = await Promise.all([h.store(), h.store(), h.store(), h.store()]);
+      const results = await Promise.all(
+        Array.from({ length: 200 }, (_, i) =>
+          stores[i % stores.length]!.check([{ key, spec: LAB, cost: 1 }]),
+        ),
+      );
+      expect(results.filter((r) => r.allowed)).toHaveLength(10);
+    });
+
+    it("atomicity: several limits are all or nothing", async () => {
+      const h = harness();
+      const big = freshKey("big");
+      const small = freshKey("small");
+      const smallSpec: TokenBucketSpec = { ...LAB, name: "lab.small", burst: 2 };
+      const both: LimitCheck[] = [
+        { key: big, spec: LAB, cost: 1 },
+        { key: small, spec: smallSpec, cost: 1 },
+      ];
+      const results = await sequential(await h.store(), both, 3, T0);
+      expect(results.map((r) => r.allowed)).toEqual([true, true, false]);
+      expect(results[2]!.outcomes.map((o) => o.allowed)).toEqual([true, false]);
+      // The denied request took nothing from the big bucket: 8 left exactly.
+      expect((await (await h.store()).check([{ key: big, spec: LAB, cost: 8 }], T0)).allowed).toBe(true);
+      expect((await (await h.store()).check([{ key: big, spec: LAB, cost: 1 }], T0)).allowed).toBe(false);
+    });
+
+    it("isolation: one key's use leaves another untouched", async () => {
+      const h = harness();
+      const a = freshKey("iso-a");
+      const b = freshKey("iso-b");
+      await sequential(await h.store(), [{ key: a, spec: LAB, cost: 1 }], 12, T0);
+      const other = await (await h.store()).check([{ key: b, spec: LAB, cost: 1 }], T0);
+      expect(other.outcomes[0]).toMatchObject({ allowed: true, remaining: 9 });
+    });
+
+    it("cost: cost 5 with 4 left is denied and takes nothing", async () => {
+      const h = harness();
+      const key = freshKey("cost");
+      await sequential(await h.store(), [{ key, spec: LAB, cost: 1 }], 6, T0);
+      const denied = await (await h.store()).check([{ key, spec: LAB, cost: 5 }], T0);
+      expect(denied.allowed).toBe(false);
+      expect(denied.outcomes[0]).toMatchObject({ remaining: 4, retryAfterMs: 200 });
+      const four = await (await h.store()).check([{ key, spec: LAB, cost: 4 }], T0);
+      expect(four.outcomes[0]).toMatchObject({ allowed: true, remaining: 0 });
+    });
+
+    it("expiry: the key gets a TTL of time-to-full + 1 s, then is gone and the bucket is full", async () => {
+      const h = harness();
+      const key = freshKey("expiry");
+      // 2 tokens, one back every 100 ms: a full refill takes 200 ms, so the TTL is at most 1.2 s.
+      const fast: TokenBucketSpec = {
+        algorithm: "token_bucket",
+        name: "lab.fast",
+        burst: 2,
+        intervalMs: 100,
+      };
+      await sequential(await h.store(), [{ key, spec: fast, cost: 1 }], 2);
+      const ttl = await h.pttl(key);
+      expect(ttl).not.toBeNull();
+      expect(ttl!).toBeGreaterThan(1000);
+      expect(ttl!).toBeLessThanOrEqual(1200);
+      await h.advance(1300);
+      expect(await h.pttl(key)).toBeNull();
+      const next = await (await h.store()).check([{ key, spec: fast, cost: 1 }]);
+      expect(next.outcomes[0]).toMatchObject({ allowed: true, remaining: 1 });
+    });
+  });
+}

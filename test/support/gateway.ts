@@ -1,0 +1,104 @@
+// Gateways for tests: in-process (integration) or as the built CLI in a child process (e2e).
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { Writable } from "node:stream";
+import { createLogger } from "../../src/log.js";
+import { Gateway } from "../../src/server.js";
+
+export const CLI = new URL("../../dist/cli.js", import.meta.url).pathname;
+
+export function writeConfig(yaml: string): string {
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-test-"));
+  const file = join(dir, "gateway.yaml");
+  writeFileSync(file, yaml);
+  return file;
+}
+
+/** Log lines the gateway wrote, parsed. */
+export class LogSink extends Writable {
+  readonly lines: Record<string, unknown>[] = [];
+  override _write(chunk: Buffer, _enc: string, done: () => void): void {
+    for (const line of chunk.toString("utf8").split("\n")) if (line.trim()) this.lines.push(JSON.parse(line));
+    done();
+  }
+}
+
+export interface InProcessGateway {
+  gateway: Gateway;
+  url: string;
+  adminUrl: string;
+  logs: LogSink;
+  stop(): Promise<void>;
+}
+
+export async function startGateway(
+  yaml: string,
+  env: Record<string, string> = {},
+): Promise<InProcessGateway> {
+  const logs = new LogSink();
+  const gateway = await Gateway.start({
+    configFile: writeConfig(yaml),
+    env: { ...process.env, ...env },
+    logger: createLogger("info", logs),
+  });
+  return {
+    gateway,
+    url: `http://127.0.0.1:${gateway.proxyAddress!.port}`,
+    adminUrl: `http://127.0.0.1:${gateway.adminAddress!.port}`,
+    logs,
+    stop: async () => {
+      await gateway.stop(1000);
+    },
+  };
+}
+
+export interface GatewayProcess {
+  child: ChildProcess;
+  url: string;
+  adminUrl: string;
+  lines: Record<string, unknown>[];
+  stderr: string[];
+  exited: Promise<number | null>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Runs `node dist/cli.js --config FILE` and waits for its "tollgate listening" line. */
+export async function spawnGateway(yaml: string, env: Record<string, string> = {}): Promise<GatewayProcess> {
+  const child = spawn(process.execPath, [CLI, "--config", writeConfig(yaml)], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const lines: Record<string, unknown>[] = [];
+  const stderr: string[] = [];
+  child.stderr!.on("data", (d: Buffer) => stderr.push(d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const listening = new Promise<Record<string, unknown>>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      let parsed: Record<string, unknown>;
+      try {
+        parsed = JSON.parse(line);
+      } catch {
+        return;
+      }
+      lines.push(parsed);
+      if (parsed.msg === "tollgate listening") resolve(parsed);
+    });
+    void exited.then((code) => reject(new Error(`gateway exited with ${code}: ${stderr.join("")}`)));
+  });
+  const ready = await listening;
+  return {
+    child,
+    url: String(ready.proxy),
+    adminUrl: String(ready.admin),
+    lines,
+    stderr,
+    exited,
+    async stop(signal: NodeJS.Signals = "SIGTERM") {
+      if (child.exitCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}

@@ -1,0 +1,84 @@
+// Real redis-server processes for tests, on free ports, with nothing persisted. Tests that
+// inject faults kill, pause or restart them.
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { Redis } from "ioredis";
+import { freePort } from "./ports.js";
+
+export interface RedisProcess {
+  port: number;
+  url: string;
+  client: Redis;
+  /** SIGKILL the server (a crash). */
+  kill(): Promise<void>;
+  /** Start it again on the same port. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function spawnRedis(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    "redis-server",
+    [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--protected-mode",
+      "no",
+    ],
+    { stdio: "ignore" },
+  );
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const probe = new Redis({
+      port,
+      host: "127.0.0.1",
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    probe.on("error", () => {});
+    try {
+      await probe.connect();
+      await probe.ping();
+      probe.disconnect();
+      return child;
+    } catch {
+      probe.disconnect();
+      if (Date.now() > deadline || child.exitCode !== null)
+        throw new Error(`redis-server did not start on port ${port}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
+export async function startRedis(): Promise<RedisProcess> {
+  const port = await freePort();
+  let child = await spawnRedis(port);
+  const client = new Redis({ port, host: "127.0.0.1", maxRetriesPerRequest: 1 });
+  client.on("error", () => {});
+  const killChild = async (signal: NodeJS.Signals) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, "exit");
+    child.kill(signal);
+    await exited;
+  };
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    client,
+    kill: () => killChild("SIGKILL"),
+    async restart() {
+      child = await spawnRedis(port);
+    },
+    async stop() {
+      client.disconnect();
+      await killChild("SIGKILL");
+    },
+  };
+}

@@ -1,0 +1,174 @@
+// One case per failure mode, with the exact position and message an operator sees.
+import { describe, expect, it } from "vitest";
+import { compileRuntime } from "../../src/config/compile.js";
+import { loadConfigText } from "../../src/config/load.js";
+import { formatProblem } from "../../src/config/problems.js";
+
+const BASE = `listen: 127.0.0.1:8080
+store:
+  url: memory://
+upstreams:
+  api: http://127.0.0.1:3000
+clients:
+  - { id: acme, key: k1, plan: free, tenant: acme }
+plans:
+  free:
+    global: { rate: 5/s, burst: 10 }
+    routes:
+      login: { limit: 5, window: 15m }
+routes:
+  - { name: login, match: { path: /login, methods: [POST] }, upstream: api }
+  - { name: default, match: { path: / }, upstream: api }
+`;
+
+function problems(yaml: string, env: Record<string, string> = {}): string[] {
+  const r = loadConfigText(yaml, "gw.yaml", env);
+  if (r.ok) return [];
+  return r.problems.map(formatProblem);
+}
+
+describe("config loading", () => {
+  it("accepts the base config and compiles it", () => {
+    const r = loadConfigText(BASE, "gw.yaml", {});
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    const rt = compileRuntime(r.config, { file: "gw.yaml", version: r.version });
+    expect(rt.routeList.map((x) => x.name)).toEqual(["login", "default"]);
+    const limits = rt.plans.get("free")!.limitsByRoute.get("login")!;
+    expect(limits.map((l) => [l.spec.name, l.spec.burst, l.spec.intervalMs])).toEqual([
+      ["free.global", 10, 200],
+      ["free.login", 5, 180_000],
+    ]);
+    expect(r.version).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("accepts the SPEC's example config apart from features not built yet", () => {
+    expect(
+      problems(
+        BASE.replace("listen: 127.0.0.1:8080", "listen: 0.0.0.0:8080\nworkers: 1\nshutdown_grace: 10s"),
+      ),
+    ).toEqual([]);
+  });
+
+  it("points at a typo with the fix", () => {
+    expect(problems(BASE.replace("global: { rate: 5/s", "global: { ratee: 5/s"))).toEqual([
+      'gw.yaml:10:15: plans.free.global: unknown key "ratee"; did you mean "rate"?',
+    ]);
+  });
+
+  it("points at an unknown top-level key", () => {
+    expect(problems(`${BASE}listn: 1\n`)).toEqual([
+      'gw.yaml:16:1: unknown key "listn"; did you mean "listen"?',
+    ]);
+  });
+
+  it("reports YAML syntax errors with their position", () => {
+    const out = problems(BASE.replace("  api: http://127.0.0.1:3000", "  api: [http://127.0.0.1:3000"));
+    expect(out[0]).toMatch(/^gw\.yaml:\d+:\d+: /);
+  });
+
+  it("refuses duplicate keys", () => {
+    expect(
+      problems(BASE.replace("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8080\nlisten: 127.0.0.1:8081"))[0],
+    ).toMatch(/^gw\.yaml:2:1: .*[Uu]nique/);
+  });
+
+  it("names a route's unknown upstream", () => {
+    expect(
+      problems(BASE.replace("methods: [POST] }, upstream: api", "methods: [POST] }, upstream: apj")),
+    ).toEqual(['gw.yaml:14:72: routes[0].upstream: unknown upstream "apj" (did you mean "api"?)']);
+  });
+
+  it("names a plan's unknown route", () => {
+    expect(problems(BASE.replace("      login: { limit", "      logn: { limit"))).toEqual([
+      'gw.yaml:12:7: plans.free.routes: unknown route "logn" (did you mean "login"?)',
+    ]);
+  });
+
+  it("names a client's unknown plan", () => {
+    expect(problems(BASE.replace("plan: free, tenant", "plan: fre, tenant"))).toEqual([
+      'gw.yaml:7:32: clients[0].plan: unknown plan "fre" (did you mean "free"?)',
+    ]);
+  });
+
+  it("refuses duplicate names and duplicate matches", () => {
+    const dup = BASE.replace("{ name: default, match: { path: / }", "{ name: login, match: { path: / }");
+    expect(problems(dup)).toEqual(['gw.yaml:15:13: routes[1].name: duplicate route name "login"']);
+    const same = `${BASE}  - { name: other, match: { path: /LOGIN/ }, upstream: api }\n  - { name: other2, match: { path: /login/, methods: [post] }, upstream: api }\n`;
+    expect(problems(same)).toEqual([
+      'gw.yaml:17:28: routes[3].match: matches the same requests as route "login", so one of them can never apply',
+    ]);
+  });
+
+  it("refuses a bad duration and a bad rate with an example", () => {
+    expect(problems(BASE.replace("window: 15m", "window: 15 minutes"))).toEqual([
+      'gw.yaml:12:34: plans.free.routes.login.window: "15 minutes" is not a duration; write it like 250ms, 5s, 15m, 1h or 1d',
+    ]);
+    expect(problems(BASE.replace("rate: 5/s", "rate: 5 per second"))[0]).toContain(
+      "is not a rate; write it like 10/s",
+    );
+  });
+
+  it("refuses features a later version builds, never ignoring them", () => {
+    const out = problems(
+      BASE.replace(
+        "      login: { limit: 5, window: 15m }",
+        "      login: { algorithm: sliding_window, limit: 5, window: 15m }",
+      ),
+    );
+    expect(out).toEqual([
+      'gw.yaml:12:16: plans.free.routes.login: algorithm "sliding_window" is not supported yet by this version of tollgate; remove it, or use token_bucket',
+    ]);
+    expect(problems(BASE.replace("  url: memory://", "  url: memory://\n  on_failure: local"))[0]).toContain(
+      "on_failure: local is not supported yet",
+    );
+    expect(
+      problems(BASE.replace("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8080\nworkers: auto"))[0],
+    ).toContain("workers: auto is not supported yet");
+  });
+
+  it("refuses a cost no bucket could ever admit", () => {
+    const out = problems(
+      BASE.replace(
+        "{ name: default, match: { path: / }, upstream: api }",
+        "{ name: default, match: { path: / }, upstream: api, cost: 11 }",
+      ),
+    );
+    expect(out).toEqual([
+      'gw.yaml:10:13: plans.free.global: route "default" costs 11, more than this limit\'s 10: it could never be admitted',
+    ]);
+  });
+
+  it("names a missing environment variable where it is used", () => {
+    expect(problems(BASE.replace("url: memory://", "url: ${REDIS_URL}"))).toEqual([
+      "gw.yaml:3:8: environment variable REDIS_URL is not set; set it, or give a default with ${REDIS_URL:-default}",
+    ]);
+  });
+
+  it("reports positions in the file even after substitution shifted columns", () => {
+    // The placeholder is longer than its value, on the same line as the error.
+    const yaml = BASE.replace(
+      "global: { rate: 5/s, burst: 10 }",
+      "global: { rate: ${RATE}, burst: 10, extr: 1 }",
+    );
+    const line = yaml.split("\n")[9]!;
+    expect(problems(yaml, { RATE: "5/s" })).toEqual([
+      `gw.yaml:10:${line.indexOf("extr") + 1}: plans.free.global: unknown key "extr"; expected one of: algorithm, rate, burst, limit, window, shadow, unlimited, max_in_flight, lease, queue, batch`,
+    ]);
+  });
+
+  it("refuses a client with both or neither key forms, and bad CIDRs", () => {
+    expect(problems(BASE.replace("key: k1,", "key: k1, key_sha256: " + "a".repeat(64) + ","))).toEqual([
+      "gw.yaml:7:5: clients[0]: give exactly one of key_sha256 (recommended) or key",
+    ]);
+    expect(problems(`${BASE}identity: { trusted_proxies: [10.0.0.0/33] }\n`)).toEqual([
+      'gw.yaml:16:31: identity.trusted_proxies[0]: "10.0.0.0/33" is not an IP address or CIDR such as 10.0.0.0/8 or ::1/128',
+    ]);
+  });
+
+  it("says which key is required when one is missing", () => {
+    expect(problems(BASE.replace("store:\n  url: memory://\n", "store: {}\n"))).toEqual([
+      "gw.yaml:2:8: store: url is required",
+    ]);
+  });
+});
