@@ -29,8 +29,10 @@ export class RedisStore implements Store {
   readonly kind = "redis";
   readonly client: Redis;
   private readonly runCheck: CheckCommand;
+  private readonly timeoutMs: number;
 
   constructor(options: RedisStoreOptions) {
+    this.timeoutMs = options.timeoutMs;
     this.client = new Redis(options.url, {
       enableAutoPipelining: true,
       enableOfflineQueue: false,
@@ -59,8 +61,26 @@ export class RedisStore implements Store {
       const [p1, p2] = algorithm.scriptParams(c.spec);
       args.push(algorithm.code, p1, p2, c.cost);
     }
-    const reply = await this.runCheck(checks.length, ...args);
-    return parseCheckReply(reply, checks.length);
+    // ioredis starts commandTimeout only when a command is written, and auto-pipelining holds a
+    // slot's next batch until the running one settles: behind a hung batch, a check would wait
+    // up to twice the timeout. The deadline therefore starts here, when the request asks.
+    return new Promise<StoreDecision>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new StoreTimeoutError(this.timeoutMs)), this.timeoutMs);
+      this.runCheck(checks.length, ...args).then(
+        (reply) => {
+          clearTimeout(timer);
+          try {
+            resolve(parseCheckReply(reply, checks.length));
+          } catch (err) {
+            reject(err);
+          }
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
   }
 
   async ping(): Promise<void> {
@@ -92,6 +112,13 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     this.client.disconnect();
+  }
+}
+
+export class StoreTimeoutError extends Error {
+  constructor(ms: number) {
+    super(`the limit store did not answer within ${ms} ms`);
+    this.name = "StoreTimeoutError";
   }
 }
 
