@@ -87,6 +87,14 @@ export async function spawnGateway(yaml: string, env: Record<string, string> = {
       if (parsed.msg === "tollgate listening") resolve(parsed);
     });
     void exited.then((code) => reject(new Error(`gateway exited with ${code}: ${stderr.join("")}`)));
+    setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(
+        new Error(
+          `gateway did not log "tollgate listening" within 15 s (is log.level above info?): ${stderr.join("")}`,
+        ),
+      );
+    }, 15_000).unref();
   });
   const ready = await listening;
   return {
