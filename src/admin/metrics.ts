@@ -1,6 +1,7 @@
 // Prometheus metrics (prom-client). No label ever carries a client id, key or IP: those are
 // unbounded and, for keys, secret. Route names and decisions are bounded by the config.
-import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Registry } from "prom-client";
+import { LeanHistogram, type LeanHistogramChild } from "./lean-histogram.js";
 
 export type RequestDecision =
   | "allowed"
@@ -20,8 +21,8 @@ export class Metrics {
   readonly registry = new Registry();
   private readonly requests: Counter<"route" | "decision">;
   private readonly requestChildren = new Map<string, { inc(): void }>();
-  readonly checkDuration: Histogram;
-  readonly upstreamDuration: Histogram<"upstream">;
+  readonly checkDuration: LeanHistogram;
+  readonly upstreamDuration: LeanHistogram;
   readonly storeErrors: Counter<"reason">;
   readonly upstreamErrors: Counter<"upstream" | "reason">;
 
@@ -33,13 +34,13 @@ export class Metrics {
       labelNames: ["route", "decision"],
       registers: [this.registry],
     });
-    this.checkDuration = new Histogram({
+    this.checkDuration = new LeanHistogram({
       name: "tollgate_limit_check_duration_seconds",
       help: "Time to decide all limits of one request, store round trip included.",
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
       registers: [this.registry],
     });
-    this.upstreamDuration = new Histogram({
+    this.upstreamDuration = new LeanHistogram({
       name: "tollgate_upstream_duration_seconds",
       help: "Time from dispatch to the end of the upstream response.",
       labelNames: ["upstream"],
@@ -58,6 +59,17 @@ export class Metrics {
       labelNames: ["upstream", "reason"],
       registers: [this.registry],
     });
+  }
+
+  private readonly upstreamChildren = new Map<string, LeanHistogramChild>();
+
+  observeUpstream(upstream: string, seconds: number): void {
+    let child = this.upstreamChildren.get(upstream);
+    if (!child) {
+      child = this.upstreamDuration.labels(upstream);
+      this.upstreamChildren.set(upstream, child);
+    }
+    child.observe(seconds);
   }
 
   countRequest(route: string, decision: RequestDecision): void {

@@ -86,18 +86,16 @@ function unquote(text: string): string {
 }
 
 /**
- * The caller's address. `peer` is the socket's remote address. Returns null only when the peer
- * itself is unparseable (a closed socket), which the caller treats as a bad request.
+ * The caller's address. `peer` is the socket peer's address, IPv4-mapped already unwrapped; it is
+ * returned as is (the same object) when no trusted proxy speaks for another address.
  */
 export function resolveClientIp(
-  peer: string | undefined,
+  peer: Uint8Array,
   headerValue: string | undefined,
   header: ForwardingHeader,
   trusted: CidrSet,
-): Uint8Array | null {
-  const peerBytes = peer ? parseIp(peer) : null;
-  if (!peerBytes) return null;
-  let address = unwrapMapped(peerBytes);
+): Uint8Array {
+  let address = peer;
   if (trusted.size === 0 || !headerValue || !trusted.contains(address)) return address;
   const hops = header === "forwarded" ? parseForwarded(headerValue) : parseXForwardedFor(headerValue);
   for (let i = hops.length - 1; i >= 0; i--) {

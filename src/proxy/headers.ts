@@ -21,7 +21,9 @@ const SET_BY_GATEWAY = new Set(["host", "x-forwarded-for", "x-forwarded-proto", 
 export const VIA = "1.1 tollgate";
 
 function connectionTokens(value: string | string[] | undefined): Set<string> | null {
-  if (!value) return null;
+  // The usual values name only hop-by-hop headers, which are dropped anyway.
+  if (!value || value === "keep-alive" || value === "close" || value === "Keep-Alive" || value === "upgrade")
+    return null;
   const tokens = (Array.isArray(value) ? value.join(",") : value).split(",");
   const set = new Set<string>();
   for (const t of tokens) {

@@ -11,7 +11,7 @@ import { problemFor, QUOTA_EXCEEDED, sendProblem, TEMPORARY_REDUCED_CAPACITY } f
 import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
 import { type Caller, identifyCaller } from "../identity/caller.js";
 import { resolveClientIp } from "../identity/forwarded.js";
-import { callerIpKey, formatIp, parseIp, unwrapMapped } from "../identity/ip.js";
+import { ipKeyFor, type Peer, socketPeer } from "../identity/peer.js";
 import type { LimitDecision, Limiter } from "../limits/limiter.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { forward } from "./forward.js";
@@ -111,22 +111,21 @@ export function createPipeline(deps: PipelineDeps) {
     }
     log.route = route.name;
 
-    const peerText = req.socket.remoteAddress;
-    const peerBytes = peerText ? parseIp(peerText) : null;
+    const peer = socketPeer(req.socket);
+    if (!peer) {
+      reject(rt, res, log, "bad_request", "bad_path", "the connection has no usable peer address");
+      return;
+    }
     const ip = resolveClientIp(
-      peerText,
+      peer.bytes,
       headerText(req.headers[rt.identity.clientIpHeader]),
       rt.identity.clientIpHeader,
       rt.identity.trustedProxies,
     );
-    if (!ip || !peerBytes) {
-      reject(rt, res, log, "bad_request", "bad_path", "the connection has no usable peer address");
-      return;
-    }
     const peerTrusted =
-      rt.identity.trustedProxies.size > 0 && rt.identity.trustedProxies.contains(unwrapMapped(peerBytes));
+      rt.identity.trustedProxies.size > 0 && rt.identity.trustedProxies.contains(peer.bytes);
 
-    const identified = identifyCaller(req.headers, callerIpKey(ip, rt.identity.ipv6Prefix), rt);
+    const identified = identifyCaller(req.headers, ipKeyFor(ip, peer, rt.identity.ipv6Prefix), rt);
     if (!identified.ok) {
       reject(rt, res, log, "unauthorized", "unauthorized", identified.detail);
       return;
@@ -173,7 +172,7 @@ export function createPipeline(deps: PipelineDeps) {
         log,
         route,
         caller,
-        ip,
+        peer,
         peerTrusted,
         target.path + target.query,
         responseHeaders,
@@ -266,7 +265,7 @@ export function createPipeline(deps: PipelineDeps) {
     log: RequestLog,
     route: CompiledRoute,
     caller: Caller,
-    ip: Uint8Array,
+    peer: Peer,
     peerTrusted: boolean,
     pathAndQuery: string,
     responseHeaders: Record<string, string>,
@@ -274,7 +273,7 @@ export function createPipeline(deps: PipelineDeps) {
     const upstream = route.upstream;
     const headers = upstreamRequestHeaders(req.rawHeaders, req.headers, {
       upstreamHost: upstream.host,
-      peer: formatIp(unwrapMapped(parseIp(req.socket.remoteAddress ?? "") ?? ip)),
+      peer: peer.text,
       peerTrusted,
       requestId: log.requestId,
       identity: {
@@ -296,7 +295,7 @@ export function createPipeline(deps: PipelineDeps) {
       responseHeaders,
       onDone: (result) => {
         const seconds = (performance.now() - started) / 1000;
-        metrics.upstreamDuration.labels(upstream.name).observe(seconds);
+        metrics.observeUpstream(upstream.name, seconds);
         if (result.failure) metrics.upstreamErrors.labels(upstream.name, result.failure).inc();
         log.upstreamMs = round(seconds * 1000);
         log.status = result.status;

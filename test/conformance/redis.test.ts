@@ -4,7 +4,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TokenBucketSpec } from "../../src/limits/spec.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
-import { RedisStore } from "../../src/limits/stores/redis.js";
+import { parseCheckReply, RedisStore } from "../../src/limits/stores/redis.js";
 import { CHECK_SCRIPT, sha1 } from "../../src/limits/stores/scripts.js";
 import { type RedisProcess, startRedis } from "../support/redis.js";
 import { freshKey, storeConformance } from "./suite.js";
@@ -57,6 +57,57 @@ describe("RedisStore specifics", () => {
       },
     ]);
     expect(await commandCalls("evalsha")).toBe(before + 1);
+  });
+
+  it("coalesces the checks of one event-loop turn into one EVALSHA, each request still atomic", async () => {
+    const store = await newStore();
+    const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 5, intervalMs: 60_000 };
+    const small: TokenBucketSpec = { algorithm: "token_bucket", name: "y", burst: 2, intervalMs: 60_000 };
+    const shared = freshKey("batch-shared");
+    const tight = freshKey("batch-tight");
+    const before = (await commandCalls("evalsha")) + (await commandCalls("eval"));
+    // 12 requests in one turn: each takes from `shared`, and the even ones also from `tight`.
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        store.check(
+          i % 2 === 0
+            ? [
+                { key: shared, spec, cost: 1 },
+                { key: tight, spec: small, cost: 1 },
+              ]
+            : [{ key: shared, spec, cost: 1 }],
+        ),
+      ),
+    );
+    expect((await commandCalls("evalsha")) + (await commandCalls("eval")) - before).toBe(1);
+    // In order: 0 (both) ok, 1 ok, 2 (both) ok, 3 ok, 4 (both) denied by `tight` and takes
+    // nothing from `shared`, 5 takes the 5th token of `shared`, the rest are denied.
+    expect(results.map((r) => r.allowed)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      false,
+      true,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
+    expect(results[4]!.outcomes.map((o) => o.allowed)).toEqual([true, false]);
+    expect(results[5]!.outcomes[0]!.remaining).toBe(0);
+  });
+
+  it("refuses a malformed script reply rather than allowing", () => {
+    expect(() => parseCheckReply([1, 1, 9, 100], [1])).toThrow(/unexpected reply/);
+    expect(() => parseCheckReply("OK", [1])).toThrow(/unexpected reply/);
+    expect(() => parseCheckReply([1, 1, "9", 100, 0], [1])).toThrow(/integers/);
+    expect(parseCheckReply([0, 0, 0, 200, 100, 1, 1, 4, 100, 0], [1, 1])).toEqual([
+      { allowed: false, outcomes: [{ allowed: false, remaining: 0, resetMs: 200, retryAfterMs: 100 }] },
+      { allowed: true, outcomes: [{ allowed: true, remaining: 4, resetMs: 100, retryAfterMs: 0 }] },
+    ]);
   });
 
   it("recovers from an empty script cache (NOSCRIPT) transparently", async () => {

@@ -70,7 +70,8 @@ describe("forwarding headers", () => {
     peer: string,
     header: string | undefined,
     kind: "x-forwarded-for" | "forwarded" = "x-forwarded-for",
-  ) => fmt(resolveClientIp(peer, header, kind, proxies));
+  ) => fmt(resolveClientIp(peerBytes(peer), header, kind, proxies));
+  const peerBytes = (peer: string) => unwrapMapped(parseIp(peer)!);
 
   it.each([
     // [peer, header, expected caller for a trusted peer]
@@ -100,8 +101,10 @@ describe("forwarding headers", () => {
   });
 
   it("with no trusted proxies, always the peer", () => {
-    expect(fmt(resolveClientIp("127.0.0.1", "1.2.3.4", "x-forwarded-for", new CidrSet([])))).toBe(
-      "127.0.0.1",
-    );
+    expect(
+      fmt(
+        resolveClientIp(unwrapMapped(parseIp("127.0.0.1")!), "1.2.3.4", "x-forwarded-for", new CidrSet([])),
+      ),
+    ).toBe("127.0.0.1");
   });
 });

@@ -21,6 +21,24 @@ export interface RedisStoreOptions {
 }
 
 /** The narrow slice of the client this store uses: the defined script command. */
+interface BatchItem {
+  checks: readonly LimitCheck[];
+  nowMs: number | undefined;
+  resolve: (decision: StoreDecision) => void;
+  reject: (err: Error) => void;
+}
+
+interface Batch {
+  items: BatchItem[];
+  keys: number;
+  settled: boolean;
+  timer: NodeJS.Timeout;
+}
+
+/** Bounds one EVALSHA: Redis parses arguments in one go and the script runs without yielding. */
+export const MAX_BATCH_REQUESTS = 128;
+export const MAX_BATCH_KEYS = 512;
+
 type CheckCommand = (numKeys: number, ...args: (string | number)[]) => Promise<unknown>;
 
 export const MAX_RECONNECT_DELAY_MS = 2000;
@@ -30,6 +48,7 @@ export class RedisStore implements Store {
   readonly client: Redis;
   private readonly runCheck: CheckCommand;
   private readonly timeoutMs: number;
+  private open: Batch | null = null;
 
   constructor(options: RedisStoreOptions) {
     this.timeoutMs = options.timeoutMs;
@@ -52,35 +71,85 @@ export class RedisStore implements Store {
     );
   }
 
-  async check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision> {
-    const args: (string | number)[] = [];
-    for (const c of checks) args.push(c.key);
-    args.push(nowMs === undefined ? "" : nowMs);
-    for (const c of checks) {
-      const algorithm = ALGORITHMS[c.spec.algorithm];
-      const [p1, p2] = algorithm.scriptParams(c.spec);
-      args.push(algorithm.code, p1, p2, c.cost);
-    }
-    // ioredis starts commandTimeout only when a command is written, and auto-pipelining holds a
-    // slot's next batch until the running one settles: behind a hung batch, a check would wait
-    // up to twice the timeout. The deadline therefore starts here, when the request asks.
+  /**
+   * Checks are coalesced: every check asked during one turn of the event loop goes to Redis as
+   * one EVALSHA (up to MAX_BATCH), decided in arrival order, each request atomic on its own.
+   * That amortises the per-command cost of the client and of Redis over the batch; a check
+   * waits at most for the current turn to end.
+   */
+  check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision> {
+    if (checks.length === 0) return Promise.resolve({ allowed: true, outcomes: [] });
     return new Promise<StoreDecision>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new StoreTimeoutError(this.timeoutMs)), this.timeoutMs);
-      this.runCheck(checks.length, ...args).then(
-        (reply) => {
-          clearTimeout(timer);
-          try {
-            resolve(parseCheckReply(reply, checks.length));
-          } catch (err) {
-            reject(err);
-          }
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      );
+      let batch = this.open;
+      if (!batch) {
+        batch = this.open = this.newBatch();
+        setImmediate(this.flushOpen);
+      }
+      batch.items.push({ checks, nowMs, resolve, reject });
+      batch.keys += checks.length;
+      if (batch.items.length >= MAX_BATCH_REQUESTS || batch.keys >= MAX_BATCH_KEYS) this.flush(batch);
     });
+  }
+
+  private readonly flushOpen = () => {
+    if (this.open) this.flush(this.open);
+  };
+
+  private newBatch(): Batch {
+    const batch: Batch = {
+      items: [],
+      keys: 0,
+      settled: false,
+      timer: undefined as unknown as NodeJS.Timeout,
+    };
+    // ioredis starts commandTimeout only when a command is written, and auto-pipelining holds a
+    // slot's next batch until the running one settles: behind a hung Redis a check would wait
+    // up to twice the timeout. The deadline therefore starts when the first request asks.
+    batch.timer = setTimeout(() => this.settle(batch, new StoreTimeoutError(this.timeoutMs)), this.timeoutMs);
+    return batch;
+  }
+
+  private flush(batch: Batch): void {
+    if (this.open === batch) this.open = null;
+    const args: (string | number)[] = [];
+    for (const item of batch.items) for (const c of item.checks) args.push(c.key);
+    args.push(batch.items.length);
+    for (const item of batch.items) {
+      args.push(item.nowMs === undefined ? "" : item.nowMs, item.checks.length);
+      for (const c of item.checks) {
+        const algorithm = ALGORITHMS[c.spec.algorithm];
+        const [p1, p2] = algorithm.scriptParams(c.spec);
+        args.push(algorithm.code, p1, p2, c.cost);
+      }
+    }
+    this.runCheck(batch.keys, ...args).then(
+      (reply) => {
+        if (batch.settled) return;
+        let decisions: StoreDecision[];
+        try {
+          decisions = parseCheckReply(
+            reply,
+            batch.items.map((i) => i.checks.length),
+          );
+        } catch (err) {
+          this.settle(batch, err as Error);
+          return;
+        }
+        batch.settled = true;
+        clearTimeout(batch.timer);
+        for (let i = 0; i < batch.items.length; i++) batch.items[i]!.resolve(decisions[i]!);
+      },
+      (err: unknown) => this.settle(batch, err instanceof Error ? err : new Error(String(err))),
+    );
+  }
+
+  /** Fails every request of a batch once (a late reply after a timeout is ignored). */
+  private settle(batch: Batch, err: Error): void {
+    if (batch.settled) return;
+    batch.settled = true;
+    clearTimeout(batch.timer);
+    if (this.open === batch) this.open = null;
+    for (const item of batch.items) item.reject(err);
   }
 
   async ping(): Promise<void> {
@@ -129,22 +198,31 @@ export class StoreReplyError extends Error {
   }
 }
 
-/** Shape-checks the script's reply rather than trusting a cast: a wrong reply must not allow. */
-export function parseCheckReply(reply: unknown, limits: number): StoreDecision {
-  if (!Array.isArray(reply) || reply.length !== 1 + limits * 4) {
-    throw new StoreReplyError(`expected an array of ${1 + limits * 4} integers`);
+/**
+ * Shape-checks the script's reply rather than trusting a cast: a wrong reply must not allow.
+ * `limitsPerRequest` gives how many limits each request of the batch had.
+ */
+export function parseCheckReply(reply: unknown, limitsPerRequest: readonly number[]): StoreDecision[] {
+  const expected = limitsPerRequest.reduce((n, limits) => n + 1 + limits * 4, 0);
+  if (!Array.isArray(reply) || reply.length !== expected) {
+    throw new StoreReplyError(`expected an array of ${expected} integers`);
   }
   for (const v of reply) if (typeof v !== "number") throw new StoreReplyError("expected integers");
   const values = reply as number[];
-  const outcomes: LimitOutcome[] = [];
-  for (let i = 0; i < limits; i++) {
-    const at = 1 + i * 4;
-    outcomes.push({
-      allowed: values[at] === 1,
-      remaining: values[at + 1]!,
-      resetMs: values[at + 2]!,
-      retryAfterMs: values[at + 3]!,
-    });
+  const decisions: StoreDecision[] = [];
+  let at = 0;
+  for (const limits of limitsPerRequest) {
+    const allowed = values[at++] === 1;
+    const outcomes: LimitOutcome[] = [];
+    for (let i = 0; i < limits; i++, at += 4) {
+      outcomes.push({
+        allowed: values[at] === 1,
+        remaining: values[at + 1]!,
+        resetMs: values[at + 2]!,
+        retryAfterMs: values[at + 3]!,
+      });
+    }
+    decisions.push({ allowed, outcomes });
   }
-  return { allowed: values[0] === 1, outcomes };
+  return decisions;
 }

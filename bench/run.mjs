@@ -1,0 +1,245 @@
+// `npm run bench`: tollgate on Redis against a bare undici passthrough and http-proxy +
+// rate-limiter-flexible, all in front of the same upstream and the same Redis, driven with
+// 1000 API keys in interleaved rounds on this machine. Prints req/s, p50, p99, the ratios and
+// Redis commands per request. Figures are only comparable within one run.
+//
+//   BENCH_SECONDS (default 10)  BENCH_ROUNDS (3)  BENCH_CONNECTIONS (64)
+import { spawn, spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { Redis } from "ioredis";
+
+const root = new URL("..", import.meta.url).pathname;
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const KEYS = 1000;
+const children = [];
+
+function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts a process and resolves once a stdout line satisfies `ready`. */
+function start(name, command, args, ready) {
+  const child = spawn(command, args, { stdio: ["ignore", "pipe", "inherit"], cwd: root });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 15_000);
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      if (ready(line)) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`${name} exited with ${code}`)));
+  });
+}
+
+/**
+ * Redis 7.0 counts the commands a script runs (GET, SET, TIME) like any other, so two figures:
+ * `sent`, the commands clients sent (EVALSHA/EVAL: every target here only sends scripts), and
+ * `all`, every command Redis executed, script internals included.
+ */
+async function redisCommandCalls(redis) {
+  const info = await redis.info("commandstats");
+  const calls = { sent: 0, all: 0 };
+  for (const m of info.matchAll(/cmdstat_([\w|]+):calls=(\d+)/g)) {
+    if (m[1] === "info") continue;
+    calls.all += Number(m[2]);
+    if (m[1] === "evalsha" || m[1] === "eval") calls.sent += Number(m[2]);
+  }
+  return calls;
+}
+
+const hasWrk = spawnSync("wrk", ["--version"]).error === undefined;
+
+async function load(url, seconds) {
+  if (hasWrk) {
+    const r = spawnSync(
+      "wrk",
+      ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", join(root, "bench/keys.lua"), url],
+      {
+        encoding: "utf8",
+      },
+    );
+    const line = r.stdout.split("\n").find((l) => l.startsWith("BENCH "));
+    if (!line) throw new Error(`wrk failed: ${r.stderr}${r.stdout}`);
+    const j = JSON.parse(line.slice(6));
+    return {
+      rps: j.requests / j.seconds,
+      p50: j.p50_ms,
+      p99: j.p99_ms,
+      requests: j.requests,
+      errors: j.errors + j.non2xx,
+    };
+  }
+  const { default: autocannon } = await import("autocannon");
+  let i = 0;
+  const result = await autocannon({
+    url,
+    connections: CONNECTIONS,
+    duration: seconds,
+    requests: [
+      {
+        path: "/v1/bench",
+        setupRequest: (req) => ({ ...req, headers: { "x-api-key": `bench-key-${i++ % KEYS}` } }),
+      },
+    ],
+  });
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    requests: result.requests.total,
+    errors: result.errors + result.non2xx,
+  };
+}
+
+function median(values) {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+async function main() {
+  const tmp = mkdtempSync(join(tmpdir(), "tollgate-bench-"));
+  const redisPort = await freePort();
+  await start(
+    "redis-server",
+    "redis-server",
+    ["--port", String(redisPort), "--save", "", "--appendonly", "no"],
+    (l) => l.includes("Ready to accept connections"),
+  );
+  const redisUrl = `redis://127.0.0.1:${redisPort}`;
+  const redis = new Redis(redisUrl);
+  await redis.ping();
+
+  const upstreamPort = await freePort();
+  await start("upstream", process.execPath, [join(root, "bench/upstream.mjs"), String(upstreamPort)], (l) =>
+    l.includes("listening"),
+  );
+  const upstream = `http://127.0.0.1:${upstreamPort}`;
+
+  const clients = Array.from(
+    { length: KEYS },
+    (_, i) => `  - { id: bench-${i}, key: bench-key-${i}, plan: bench }`,
+  ).join("\n");
+  const config = join(tmp, "gateway.yaml");
+  const tollgatePort = await freePort();
+  writeFileSync(
+    config,
+    `listen: 127.0.0.1:${tollgatePort}
+admin: { listen: 127.0.0.1:0 }
+log: { level: info, requests: false }
+store: { url: ${redisUrl}, timeout: 100ms, on_failure: open }
+upstreams: { api: ${upstream} }
+clients:
+${clients}
+plans:
+  bench: { global: { rate: 1000000/s, burst: 1000000 } }
+routes:
+  - { name: default, match: { path: / }, upstream: api }
+`,
+  );
+  await start("tollgate", process.execPath, [join(root, "dist/cli.js"), "--config", config], (l) =>
+    l.includes("tollgate listening"),
+  );
+
+  const passthroughPort = await freePort();
+  await start(
+    "passthrough",
+    process.execPath,
+    [join(root, "bench/passthrough.mjs"), String(passthroughPort), upstream],
+    (l) => l.includes("listening"),
+  );
+  const peerPort = await freePort();
+  await start(
+    "http-proxy",
+    process.execPath,
+    [join(root, "bench/http-proxy-peer.mjs"), String(peerPort), upstream, redisUrl],
+    (l) => l.includes("listening"),
+  );
+
+  const targets = [
+    { name: "tollgate (Redis)", url: `http://127.0.0.1:${tollgatePort}` },
+    { name: "undici passthrough", url: `http://127.0.0.1:${passthroughPort}` },
+    { name: "http-proxy + rate-limiter-flexible", url: `http://127.0.0.1:${peerPort}` },
+  ];
+  console.log(
+    `load: ${hasWrk ? "wrk -t1" : "autocannon"}, ${CONNECTIONS} connections, ${KEYS} API keys, ${ROUNDS} rounds x ${SECONDS}s, interleaved`,
+  );
+  for (const t of targets) await load(t.url, 2); // warm-up: JIT, pools, Redis scripts
+
+  const results = new Map(targets.map((t) => [t.name, []]));
+  const commands = new Map(targets.map((t) => [t.name, { sent: 0, all: 0, requests: 0 }]));
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const t of round % 2 ? targets : [...targets].reverse()) {
+      const before = await redisCommandCalls(redis);
+      const r = await load(t.url, SECONDS);
+      const after = await redisCommandCalls(redis);
+      results.get(t.name).push(r);
+      const c = commands.get(t.name);
+      c.sent += after.sent - before.sent;
+      c.all += after.all - before.all;
+      c.requests += r.requests;
+      console.log(
+        `  round ${round} ${t.name.padEnd(36)} ${r.rps.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  errors ${r.errors}`,
+      );
+    }
+  }
+
+  const summary = targets.map((t) => {
+    const rs = results.get(t.name);
+    const c = commands.get(t.name);
+    return {
+      target: t.name,
+      rps: median(rs.map((r) => r.rps)),
+      p50_ms: median(rs.map((r) => r.p50)),
+      p99_ms: median(rs.map((r) => r.p99)),
+      errors: rs.reduce((n, r) => n + r.errors, 0),
+      redis_commands_sent_per_request: c.sent / c.requests,
+      redis_commands_executed_per_request: c.all / c.requests,
+    };
+  });
+  const [tollgate, bare, peer] = summary;
+  console.log("\nmedian of rounds:");
+  for (const s of summary) {
+    console.log(
+      `  ${s.target.padEnd(36)} ${s.rps.toFixed(0).padStart(7)} req/s  p50 ${s.p50_ms.toFixed(2)} ms  p99 ${s.p99_ms.toFixed(2)} ms  Redis cmds sent/req ${s.redis_commands_sent_per_request.toFixed(3)} (executed ${s.redis_commands_executed_per_request.toFixed(2)})  errors ${s.errors}`,
+    );
+  }
+  const ratios = {
+    tollgate_vs_undici_passthrough: tollgate.rps / bare.rps,
+    tollgate_vs_http_proxy_rlf: tollgate.rps / peer.rps,
+  };
+  console.log(
+    `\ntollgate / undici passthrough:                 ${ratios.tollgate_vs_undici_passthrough.toFixed(2)}x  (target >= 0.9)`,
+  );
+  console.log(
+    `tollgate / http-proxy + rate-limiter-flexible: ${ratios.tollgate_vs_http_proxy_rlf.toFixed(2)}x  (target >= 2)`,
+  );
+  console.log(
+    `tollgate Redis commands sent per request:      ${tollgate.redis_commands_sent_per_request.toFixed(3)}  (target <= 1)`,
+  );
+  mkdirSync(join(root, "bench/results"), { recursive: true });
+  writeFileSync(
+    join(root, "bench/results/latest.json"),
+    JSON.stringify({ date: new Date().toISOString(), summary, ratios }, null, 2),
+  );
+  redis.disconnect();
+}
+
+try {
+  await main();
+} finally {
+  for (const c of children) c.kill("SIGKILL");
+}
