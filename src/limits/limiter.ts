@@ -30,7 +30,8 @@ export function keyPart(id: string): string {
  * of a tenant's callers lives in one Redis Cluster slot; per-client limits add the client after it.
  */
 export function scopeKey(scope: LimitScope, caller: Caller): string {
-  if (scope === "ip" || caller.kind === "anonymous") return `{ip:${keyPart(caller.ipKey)}}:`;
+  // IP keys are canonical text built here (hex, digits, `.`, `:`, `/`): nothing to escape.
+  if (scope === "ip" || caller.kind === "anonymous") return `{ip:${caller.ipKey}}:`;
   if (caller.tenant !== undefined) {
     const tag = `{t:${keyPart(caller.tenant)}}:`;
     return scope === "tenant" ? tag : `${tag}c:${keyPart(caller.id)}:`;

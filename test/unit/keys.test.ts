@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import type { CompiledPlan } from "../../src/config/compile.js";
+import type { Caller } from "../../src/identity/caller.js";
+import { keyPart, limitChecks, scopeKey } from "../../src/limits/limiter.js";
+import type { LimitSpec } from "../../src/limits/spec.js";
+
+const plan = { name: "free", limitsByRoute: new Map() } as CompiledPlan;
+const tenantClient: Caller = { kind: "client", id: "acme-prod", plan, tenant: "acme", ipKey: "192.0.2.1" };
+const soloClient: Caller = { kind: "client", id: "dev", plan, tenant: undefined, ipKey: "192.0.2.1" };
+const anonymous: Caller = { kind: "anonymous", plan, ipKey: "2001:db8::/64" };
+const spec = (name: string): LimitSpec => ({ algorithm: "token_bucket", name, burst: 1, intervalMs: 1 });
+
+describe("Redis keys", () => {
+  it("hash-tag one caller's limits together", () => {
+    expect(scopeKey("caller", tenantClient)).toBe("{t:acme}:c:acme-prod:");
+    expect(scopeKey("tenant", tenantClient)).toBe("{t:acme}:");
+    expect(scopeKey("caller", soloClient)).toBe("{c:dev}:");
+    expect(scopeKey("tenant", soloClient)).toBe("{c:dev}:"); // by: tenant without a tenant: the caller
+    expect(scopeKey("ip", tenantClient)).toBe("{ip:192.0.2.1}:");
+    expect(scopeKey("caller", anonymous)).toBe("{ip:2001:db8::/64}:");
+  });
+
+  it("escapes ids that could break the hash tag", () => {
+    expect(keyPart("a}b{c")).toBe("a%7db%7bc");
+    expect(keyPart("x:y")).toBe("x%3ay");
+    expect(keyPart("plain-id_1.2")).toBe("plain-id_1.2");
+  });
+
+  it("skips a plan's tenant limit for callers without a tenant", () => {
+    const planned = [
+      { spec: spec("free.global"), scope: "caller" as const, tenantOnly: false },
+      { spec: spec("free.tenant"), scope: "tenant" as const, tenantOnly: true },
+    ];
+    expect(limitChecks("tg:", planned, tenantClient, 2).map((c) => [c.key, c.cost])).toEqual([
+      ["tg:{t:acme}:c:acme-prod:free.global", 2],
+      ["tg:{t:acme}:free.tenant", 2],
+    ]);
+    expect(limitChecks("tg:", planned, soloClient, 1).map((c) => c.key)).toEqual(["tg:{c:dev}:free.global"]);
+  });
+});
