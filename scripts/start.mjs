@@ -3,6 +3,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { startDemoUpstream } from "./demo-upstream.mjs";
 
 const root = new URL("..", import.meta.url).pathname;
@@ -26,39 +27,47 @@ if (!existsSync(cli) || newestMtime(join(root, "src")) > statSync(cli).mtimeMs) 
 const env = { ...process.env };
 let upstream;
 if (!env.UPSTREAM_URL) {
+  const port = Number(env.DEMO_UPSTREAM_PORT || 3000);
   try {
-    upstream = await startDemoUpstream(3000);
-    console.log("demo upstream listening on http://127.0.0.1:3000 (set UPSTREAM_URL to use your own API)");
+    upstream = await startDemoUpstream(port);
+    env.UPSTREAM_URL = `http://127.0.0.1:${port}`;
+    console.log(`demo upstream listening on ${env.UPSTREAM_URL} (set UPSTREAM_URL to use your own API)`);
   } catch (err) {
     console.error(
-      `cannot start the demo upstream on 127.0.0.1:3000 (${err.message}); set UPSTREAM_URL to your API`,
+      `cannot start the demo upstream on 127.0.0.1:${port} (${err.message}); set UPSTREAM_URL to your API`,
     );
     process.exit(1);
   }
 }
 
 const listen = env.TOLLGATE_LISTEN ?? "127.0.0.1:8080";
+const adminListen = env.TOLLGATE_ADMIN_LISTEN ?? "127.0.0.1:9090";
 const child = spawn(
   process.execPath,
   [cli, "--config", env.TOLLGATE_CONFIG ?? join(root, "config/gateway.yaml")],
   {
     cwd: root,
     env,
-    stdio: ["ignore", "inherit", "inherit"],
+    stdio: ["ignore", "pipe", "inherit"],
   },
 );
 
-setTimeout(() => {
-  if (child.exitCode !== null) return;
-  console.log(`
-tollgate is listening on http://${listen} (admin: http://${env.TOLLGATE_ADMIN_LISTEN ?? "127.0.0.1:9090"})
-Try it: the free plan has a burst of 10, so the 11th request in a row gets a 429:
+// Pass the gateway's log lines through; once it says it listens, show how to try it.
+let hinted = false;
+createInterface({ input: child.stdout }).on("line", (line) => {
+  process.stdout.write(`${line}\n`);
+  if (!hinted && line.includes('"msg":"tollgate listening"')) {
+    hinted = true;
+    console.log(`
+tollgate is listening on http://${listen} (admin: http://${adminListen})
+Try it: the demo free plan has a burst of 10 (refilled at 1/s), so the 11th request in a row gets a 429:
 
   for i in $(seq 1 12); do curl -s -o /dev/null -D - -H 'x-api-key: demo-free-key' http://${listen}/v1/hello | grep -iE '^(HTTP|ratelimit|retry-after)'; echo; done
 
-Metrics: curl http://${env.TOLLGATE_ADMIN_LISTEN ?? "127.0.0.1:9090"}/metrics    Stop: Ctrl-C
+Metrics: curl http://${adminListen}/metrics    Stop: Ctrl-C
 `);
-}, 800).unref();
+  }
+});
 
 const forward = (signal) => child.kill(signal);
 process.on("SIGINT", forward);

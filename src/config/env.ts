@@ -48,10 +48,11 @@ export function substituteEnv(
         message: `"\${${body}}" is not a valid placeholder; write \${NAME} or \${NAME:-default}`,
       });
       value = "";
+    } else if (sep !== -1) {
+      // As in sh and docker compose: the default applies when the variable is unset or empty.
+      value = env[name] || body.slice(sep + 2);
     } else if (env[name] !== undefined) {
       value = env[name]!;
-    } else if (sep !== -1) {
-      value = body.slice(sep + 2);
     } else {
       problems.push({
         offset: start,

@@ -8,8 +8,15 @@ describe("env substitution", () => {
     expect(r.problems).toEqual([]);
   });
 
-  it("prefers the variable over the default, even when empty", () => {
-    expect(substituteEnv("x: ${X:-d}", { X: "" }).text).toBe("x: ");
+  it("uses the default when the variable is empty, as sh and docker compose do", () => {
+    expect(substituteEnv("x: ${X:-d}", { X: "" }).text).toBe("x: d");
+    expect(substituteEnv("x: ${X:-d}", { X: "set" }).text).toBe("x: set");
+  });
+
+  it("keeps an empty variable without a default as empty, not an error", () => {
+    const r = substituteEnv("x: '${X}'", { X: "" });
+    expect(r.text).toBe("x: ''");
+    expect(r.problems).toEqual([]);
   });
 
   it("names a missing variable and where it is", () => {
