@@ -12,7 +12,8 @@ export type RequestDecision =
   | "bad_request"
   | "unauthorized"
   | "caller_denied"
-  | "no_route";
+  | "no_route"
+  | "internal_error";
 
 /** Route label for requests that matched no route. */
 export const NO_ROUTE = "";

@@ -90,15 +90,27 @@ const callerList = z.strictObject({
   clients: z.array(z.string()).default([]),
 });
 
+/**
+ * Names that travel in headers (Tollgate-Client, -Tenant, -Plan) and Redis keys: visible ASCII
+ * only, so no value from the config can inject a header or split a key.
+ */
+export const headerSafeName = (what: string) =>
+  z
+    .string()
+    .regex(
+      /^[!-~]+$/,
+      `${what} must be visible ASCII without spaces (it is sent to the upstream in a header)`,
+    );
+
 const clientSchema = z.strictObject({
-  id: z.string().min(1),
+  id: headerSafeName("a client id"),
   key_sha256: z
     .string()
     .regex(/^[0-9a-fA-F]{64}$/, "key_sha256 must be the 64 hex digits of the SHA-256 of the key")
     .optional(),
   key: z.string().min(1).optional().describe("plain key, for local use only; prefer key_sha256"),
   plan: z.string().min(1),
-  tenant: z.string().min(1).optional(),
+  tenant: headerSafeName("a tenant").optional(),
 });
 
 const routeSchema = z.strictObject({
@@ -197,7 +209,7 @@ export const configSchema = z
         ipv6_prefix: 64,
       }),
     clients: z.array(clientSchema).default([]),
-    plans: z.record(z.string(), planSchema).default({}),
+    plans: z.record(headerSafeName("a plan name"), planSchema).default({}),
     routes: z.array(routeSchema).min(1, "at least one route is needed"),
     headers: z.array(z.enum(["draft", "ietf", "legacy"])).default(["draft", "ietf"]),
     deny: callerList.default({ ips: [], clients: [] }),

@@ -17,6 +17,7 @@ export const PROBLEMS = {
   unauthorized: { status: 401, title: "Unauthorized" },
   caller_denied: { status: 403, title: "Forbidden" },
   no_route: { status: 404, title: "Not Found" },
+  internal_error: { status: 500, title: "Internal Server Error" },
   upstream_unreachable: { status: 502, title: "Bad Gateway" },
   upstream_timeout: { status: 504, title: "Gateway Timeout" },
 } as const;

@@ -42,12 +42,16 @@ interface RequestLog {
   startedAt: number;
   checkMs?: number;
   upstreamMs?: number;
+  /** Set once the request is answered and counted, so nothing counts it twice. */
+  done: boolean;
 }
 
 export function createPipeline(deps: PipelineDeps) {
   const { metrics, logger } = deps;
 
   const complete = (rt: Runtime, log: RequestLog) => {
+    if (log.done) return;
+    log.done = true;
     deps.inFlight.count--;
     metrics.countRequest(log.route, log.decision);
     if (!rt.config.log.requests) return;
@@ -84,6 +88,8 @@ export function createPipeline(deps: PipelineDeps) {
     complete(rt, log);
   };
 
+  // A bug or an unexpected throw below must cost one request, never the process: answer 500
+  // (or cut the response if it started) and keep the in-flight count honest for shutdown.
   return function handle(req: IncomingMessage, res: ServerResponse): void {
     const rt = deps.runtime();
     deps.inFlight.count++;
@@ -96,8 +102,18 @@ export function createPipeline(deps: PipelineDeps) {
       decision: "allowed",
       status: 0,
       startedAt: performance.now(),
+      done: false,
     };
+    try {
+      handleRequest(rt, req, res, log);
+    } catch (err) {
+      logger.error({ err, request_id: log.requestId }, "request handler failed");
+      if (!log.done)
+        reject(rt, res, log, "internal_error", "internal_error", "the gateway failed to handle this request");
+    }
+  };
 
+  function handleRequest(rt: Runtime, req: IncomingMessage, res: ServerResponse, log: RequestLog): void {
     const target = normalizeTarget(req.url ?? "/");
     if (!target.ok) {
       reject(rt, res, log, "bad_request", "bad_path", `the request path cannot be used: ${target.reason}`);
@@ -198,7 +214,7 @@ export function createPipeline(deps: PipelineDeps) {
         logger.error({ err, request_id: log.requestId }, "limit check failed unexpectedly");
         proceed({ kind: "degraded", reason: "store_error", policy: route.onFailure, error: err as Error });
       });
-  };
+  }
 
   function sendTooMany(
     rt: Runtime,

@@ -172,3 +172,18 @@ describe("config loading", () => {
     ]);
   });
 });
+
+describe("names that reach headers", () => {
+  it("refuses a client id or tenant that could inject a header", () => {
+    const out = problems(
+      BASE.replace(
+        "{ id: acme, key: k1, plan: free, tenant: acme }",
+        '{ id: "ac me", key: k1, plan: free, tenant: "x\\r\\nSet-Cookie: a=b" }',
+      ),
+    );
+    expect(out).toEqual([
+      "gw.yaml:7:11: clients[0].id: a client id must be visible ASCII without spaces (it is sent to the upstream in a header)",
+      "gw.yaml:7:49: clients[0].tenant: a tenant must be visible ASCII without spaces (it is sent to the upstream in a header)",
+    ]);
+  });
+});
