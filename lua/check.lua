@@ -37,6 +37,7 @@ for _ = 1, tonumber(ARGV[1]) do
   local head = #reply + 1
   reply[head] = 1
   local next_state = {}
+  local uncharged = {}
   local all_allowed = true
   for i = 1, n do
     local algorithm = tonumber(ARGV[arg])
@@ -44,9 +45,10 @@ for _ = 1, tonumber(ARGV[1]) do
       return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg]))
     end
     local tat = tonumber(redis.call('GET', KEYS[key + i - 1]))
-    local ok, nxt, remaining, reset_ms, retry_ms =
+    local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
       token_bucket_step(tat, now, tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), tonumber(ARGV[arg + 3]))
     next_state[i] = nxt
+    uncharged[i] = { available_now, reset_now }
     if not ok then all_allowed = false end
     reply[#reply + 1] = ok and 1 or 0
     reply[#reply + 1] = remaining
@@ -62,7 +64,15 @@ for _ = 1, tonumber(ARGV[1]) do
       redis.call('SET', KEYS[key + i - 1], string.format('%.17g', next_state[i]), 'PX', ttl)
     end
   else
+    -- Nothing was consumed: the limits that would have allowed report what is available now.
     reply[head] = 0
+    for i = 1, n do
+      local at = head + 1 + (i - 1) * FIELDS
+      if reply[at] == 1 then
+        reply[at + 1] = uncharged[i][1]
+        reply[at + 2] = uncharged[i][2]
+      end
+    end
   end
   key = key + n
 end

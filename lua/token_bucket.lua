@@ -4,19 +4,21 @@
 --   params: burst, interval_ms (time to earn back one token).
 local EPSILON_MS = 1e-6
 
--- Returns allowed (bool), next_tat, remaining, reset_ms, retry_after_ms.
+-- Returns allowed (bool), next_tat, remaining, reset_ms, retry_after_ms, and what to report
+-- when another limit of the request denies it (nothing consumed): available_now, reset_now_ms.
 local function token_bucket_step(tat, now, burst, interval, cost)
   local tolerance = burst * interval
   local base = now
   if tat ~= nil and tat >= now then base = tat end
   local next_tat = base + cost * interval
   local allow_at = next_tat - tolerance
+  local available_now = math.floor((tolerance - (base - now)) / interval + EPSILON_MS)
+  if available_now < 0 then available_now = 0 end
+  local reset_now = math.ceil(base - now)
   if allow_at - now > EPSILON_MS then
-    local remaining = math.floor((tolerance - (base - now)) / interval + EPSILON_MS)
-    if remaining < 0 then remaining = 0 end
-    return false, base, remaining, math.ceil(base - now), math.ceil(allow_at - now)
+    return false, base, available_now, reset_now, math.ceil(allow_at - now), available_now, reset_now
   end
   local remaining = math.floor((tolerance - (next_tat - now)) / interval + EPSILON_MS)
   if remaining < 0 then remaining = 0 end
-  return true, next_tat, remaining, math.ceil(next_tat - now), 0
+  return true, next_tat, remaining, math.ceil(next_tat - now), 0, available_now, reset_now
 end

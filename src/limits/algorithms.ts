@@ -5,6 +5,8 @@ import { tokenBucketStep, tokenBucketTtlMs } from "./token-bucket.js";
 
 export interface AlgorithmStep {
   outcome: LimitOutcome;
+  /** Reported instead of `outcome` when another limit of the request denies it. */
+  uncharged: LimitOutcome;
   /** State to store if every limit of the request allows it. */
   nextState: number;
   ttlMs: number;
@@ -21,8 +23,8 @@ const tokenBucket: Algorithm = {
   code: 1,
   scriptParams: (spec) => [spec.burst, spec.intervalMs],
   step(state, nowMs, spec, cost) {
-    const { outcome, nextTat } = tokenBucketStep(state, nowMs, spec, cost);
-    return { outcome, nextState: nextTat, ttlMs: tokenBucketTtlMs(nextTat, nowMs) };
+    const { outcome, uncharged, nextTat } = tokenBucketStep(state, nowMs, spec, cost);
+    return { outcome, uncharged, nextState: nextTat, ttlMs: tokenBucketTtlMs(nextTat, nowMs) };
   },
 };
 

@@ -16,6 +16,11 @@ export interface TokenBucketStep {
   outcome: LimitOutcome;
   /** The TAT to store if the request is committed. */
   nextTat: number;
+  /**
+   * What this limit reports when another limit of the same request denies it: nothing was
+   * consumed, so the tokens available now and the time to full from the current state.
+   */
+  uncharged: LimitOutcome;
 }
 
 export function tokenBucketStep(
@@ -28,16 +33,16 @@ export function tokenBucketStep(
   const base = tat === null || tat < nowMs ? nowMs : tat;
   const nextTat = base + cost * spec.intervalMs;
   const allowAt = nextTat - tolerance;
+  const availableNow = Math.max(0, Math.floor((tolerance - (base - nowMs)) / spec.intervalMs + EPSILON_MS));
+  const resetNowMs = Math.ceil(base - nowMs);
   if (allowAt - nowMs > EPSILON_MS) {
-    return {
-      nextTat: base,
-      outcome: {
-        allowed: false,
-        remaining: Math.max(0, Math.floor((tolerance - (base - nowMs)) / spec.intervalMs + EPSILON_MS)),
-        resetMs: Math.ceil(base - nowMs),
-        retryAfterMs: Math.ceil(allowAt - nowMs),
-      },
+    const outcome = {
+      allowed: false,
+      remaining: availableNow,
+      resetMs: resetNowMs,
+      retryAfterMs: Math.ceil(allowAt - nowMs),
     };
+    return { nextTat: base, outcome, uncharged: outcome };
   }
   return {
     nextTat,
@@ -47,6 +52,7 @@ export function tokenBucketStep(
       resetMs: Math.ceil(nextTat - nowMs),
       retryAfterMs: 0,
     },
+    uncharged: { allowed: true, remaining: availableNow, resetMs: resetNowMs, retryAfterMs: 0 },
   };
 }
 

@@ -97,6 +97,7 @@ describe("RedisStore specifics", () => {
       false,
     ]);
     expect(results[4]!.outcomes.map((o) => o.allowed)).toEqual([true, false]);
+    expect(results[4]!.outcomes[0]!.remaining).toBe(1); // 4 of 5 taken; request 4 took nothing
     expect(results[5]!.outcomes[0]!.remaining).toBe(0);
   });
 

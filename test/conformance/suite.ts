@@ -85,6 +85,8 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const results = await sequential(await h.store(), both, 3, T0);
       expect(results.map((r) => r.allowed)).toEqual([true, true, false]);
       expect(results[2]!.outcomes.map((o) => o.allowed)).toEqual([true, false]);
+      // The limit that would have allowed reports what is available now: nothing was taken.
+      expect(results[2]!.outcomes[0]).toEqual({ allowed: true, remaining: 8, resetMs: 400, retryAfterMs: 0 });
       // The denied request took nothing from the big bucket: 8 left exactly.
       expect((await (await h.store()).check([{ key: big, spec: LAB, cost: 8 }], T0)).allowed).toBe(true);
       expect((await (await h.store()).check([{ key: big, spec: LAB, cost: 1 }], T0)).allowed).toBe(false);

@@ -65,6 +65,8 @@ describe("token bucket (GCRA)", () => {
     const third = both();
     expect(third.allowed).toBe(false);
     expect(third.outcomes.map((o) => o.allowed)).toEqual([true, false]);
+    // Nothing was consumed, so the big bucket reports the 8 it still has, not 7.
+    expect(third.outcomes[0]).toEqual({ allowed: true, remaining: 8, resetMs: 400, retryAfterMs: 0 });
     // The big bucket was not charged for the denied request: 8 left.
     expect(store.checkSync([{ key: "big", spec: lab, cost: 8 }], 0).allowed).toBe(true);
     expect(store.checkSync([{ key: "big", spec: lab, cost: 1 }], 0).allowed).toBe(false);

@@ -58,7 +58,7 @@ export class MemoryStore implements Store {
       for (let i = 0; i < checks.length; i++)
         this.write(checks[i]!.key, steps[i]!.nextState, nowMs + steps[i]!.ttlMs);
     }
-    return { allowed, outcomes: steps.map((s) => s.outcome) };
+    return { allowed, outcomes: steps.map((s) => (allowed ? s.outcome : s.uncharged)) };
   }
 
   /** Current state of a key, or null when absent or expired (for tests and the admin API). */
