@@ -82,12 +82,7 @@ async function run(file: string): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
-  // Without a handler SIGHUP would kill the process; reloading is not built yet, so say so.
-  process.on("SIGHUP", () =>
-    gateway.logger.warn(
-      "SIGHUP: config reload is not supported yet by this version; restart to apply changes",
-    ),
-  );
+  process.on("SIGHUP", () => void gateway.reload("signal"));
 }
 
 const args = parseArgs(process.argv.slice(2));

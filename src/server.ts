@@ -1,13 +1,16 @@
 // Builds the runtime, starts the proxy and admin listeners, and stops them gracefully. This is
 // the only place that picks a store implementation.
+import { type FSWatcher, watch } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { basename, dirname } from "node:path";
 import type { Logger } from "pino";
 import { Metrics } from "./admin/metrics.js";
 import { createAdminHandler } from "./admin/server.js";
 import { compileRuntime, type Runtime } from "./config/compile.js";
 import { loadConfigFile } from "./config/load.js";
-import { ConfigError } from "./config/problems.js";
+import { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
+import { splitRestartOnly } from "./config/restart.js";
 import { Limiter } from "./limits/limiter.js";
 import type { Store } from "./limits/store.js";
 import { MemoryStore } from "./limits/stores/memory.js";
@@ -20,7 +23,18 @@ export interface GatewayOptions {
   configFile: string;
   env?: Readonly<Record<string, string | undefined>>;
   logger?: Logger;
+  /** Reload when the file changes (default true). */
+  watch?: boolean;
 }
+
+export type ReloadTrigger = "watch" | "signal" | "admin";
+
+export type ReloadResult =
+  | { ok: true; version: string; changed: boolean; restartRequired: string[] }
+  | { ok: false; problems: ConfigProblem[] };
+
+/** Editors and ConfigMap updates touch a file several times in a burst: wait for quiet. */
+const WATCH_DEBOUNCE_MS = 200;
 
 export function createStore(rt: Runtime, logger: Logger): Store {
   if (rt.store.url.startsWith("memory://")) return new MemoryStore();
@@ -70,7 +84,7 @@ export class Gateway {
   readonly logger: Logger;
   readonly metrics = new Metrics();
   private runtime: Runtime;
-  private store: Store;
+  private readonly store: Store;
   private limiter: Limiter;
   private readonly pools = new UpstreamPools();
   private readonly inFlight = { count: 0 };
@@ -78,9 +92,14 @@ export class Gateway {
   private adminServer: Server | undefined;
   proxyAddress: AddressInfo | undefined;
   adminAddress: AddressInfo | undefined;
+  private readonly env: Readonly<Record<string, string | undefined>>;
+  private watcher: FSWatcher | undefined;
+  private watchTimer: NodeJS.Timeout | undefined;
+  private reloading: Promise<ReloadResult> | null = null;
 
-  private constructor(runtime: Runtime, logger: Logger) {
+  private constructor(runtime: Runtime, logger: Logger, env: Readonly<Record<string, string | undefined>>) {
     this.runtime = runtime;
+    this.env = env;
     this.logger = logger;
     this.store = createStore(runtime, logger);
     this.limiter = new Limiter(this.store, runtime.store.prefix);
@@ -92,7 +111,7 @@ export class Gateway {
     if (!loaded.ok) throw new ConfigError(loaded.problems);
     const runtime = compileRuntime(loaded.config, { file: loaded.file, version: loaded.version });
     const logger = options.logger ?? createLogger(loaded.config.log.level);
-    const gateway = new Gateway(runtime, logger);
+    const gateway = new Gateway(runtime, logger, options.env ?? process.env);
     if (!(await gateway.store.waitUntilReady(STARTUP_STORE_WAIT_MS))) {
       logger.warn(
         { store: runtime.store.url.replace(/\/\/[^@/]*@/, "//***@") },
@@ -100,7 +119,80 @@ export class Gateway {
       );
     }
     await gateway.listen();
+    if (options.watch !== false) gateway.watchConfig();
     return gateway;
+  }
+
+  /**
+   * Reads the file again and, if it is valid, swaps in a new runtime. Requests in flight keep
+   * the runtime they started with; pools of upstreams that changed are drained. A file that
+   * fails is refused with every problem logged, and the previous config keeps serving.
+   */
+  reload(trigger: ReloadTrigger): Promise<ReloadResult> {
+    // One reload at a time: a SIGHUP during a watch-triggered reload waits for it, then runs.
+    const run = async (): Promise<ReloadResult> => {
+      const loaded = await loadConfigFile(this.runtime.file, this.env);
+      if (!loaded.ok) {
+        this.metrics.configReloads.labels("error").inc();
+        this.logger.error(
+          { trigger, problems: loaded.problems.map(formatProblem) },
+          "config reload refused; the previous config keeps serving",
+        );
+        return { ok: false, problems: loaded.problems };
+      }
+      if (loaded.version === this.runtime.version) {
+        return { ok: true, version: loaded.version, changed: false, restartRequired: [] };
+      }
+      const split = splitRestartOnly(this.runtime.config, loaded.config);
+      const next = compileRuntime(split.config, { file: loaded.file, version: loaded.version });
+      this.runtime = next;
+      this.limiter = new Limiter(this.store, next.store.prefix);
+      this.pools.retain(next.upstreams);
+      this.logger.level = next.config.log.level;
+      this.metrics.configReloads.labels("success").inc();
+      this.logger.info(
+        {
+          trigger,
+          config_version: next.version,
+          routes: next.routeList.length,
+          restart_required: split.restartRequired,
+        },
+        split.restartRequired.length
+          ? "config reloaded; some settings only apply after a restart"
+          : "config reloaded",
+      );
+      return { ok: true, version: next.version, changed: true, restartRequired: split.restartRequired };
+    };
+    const previous = this.reloading ?? Promise.resolve(undefined);
+    const current = previous.then(run, run);
+    this.reloading = current;
+    void current.finally(() => {
+      if (this.reloading === current) this.reloading = null;
+    });
+    return current;
+  }
+
+  /**
+   * Watches the directory, not the file: editors replace a file by rename and Kubernetes swaps a
+   * ConfigMap's `..data` symlink, and either would end a watch on the file itself.
+   */
+  private watchConfig(): void {
+    const file = this.runtime.file;
+    try {
+      this.watcher = watch(dirname(file), { persistent: false }, (_event, name) => {
+        if (name && name !== basename(file) && !String(name).startsWith("..")) return;
+        clearTimeout(this.watchTimer);
+        this.watchTimer = setTimeout(() => void this.reload("watch"), WATCH_DEBOUNCE_MS);
+      });
+      this.watcher.on("error", (err) =>
+        this.logger.warn({ err: err.message }, "config file watch failed; use SIGHUP to reload"),
+      );
+    } catch (err) {
+      this.logger.warn(
+        { err: (err as Error).message },
+        "cannot watch the config file; use SIGHUP or POST /admin/reload",
+      );
+    }
   }
 
   get currentRuntime(): Runtime {
@@ -125,6 +217,7 @@ export class Gateway {
       runtime: () => this.runtime,
       store: () => this.store,
       metrics: this.metrics,
+      reload: () => this.reload("admin"),
     });
     this.adminServer = createServer((req, res) => void admin(req, res));
     try {
@@ -156,6 +249,8 @@ export class Gateway {
   async stop(graceMs = this.runtime.config.shutdown_grace): Promise<number> {
     const proxy = this.proxyServer;
     const admin = this.adminServer;
+    this.watcher?.close();
+    clearTimeout(this.watchTimer);
     proxy?.close();
     admin?.close();
     proxy?.closeIdleConnections();

@@ -26,6 +26,7 @@ export class Metrics {
   readonly upstreamDuration: LeanHistogram;
   readonly storeErrors: Counter<"reason">;
   readonly upstreamErrors: Counter<"upstream" | "reason">;
+  readonly configReloads: Counter<"result">;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "tollgate_process_" });
@@ -54,6 +55,14 @@ export class Metrics {
       labelNames: ["reason"],
       registers: [this.registry],
     });
+    this.configReloads = new Counter({
+      name: "tollgate_config_reloads_total",
+      help: "Config reloads by result (success, error).",
+      labelNames: ["result"],
+      registers: [this.registry],
+    });
+    this.configReloads.labels("success").inc(0);
+    this.configReloads.labels("error").inc(0);
     this.upstreamErrors = new Counter({
       name: "tollgate_upstream_errors_total",
       help: "Upstream requests that failed, by upstream and reason.",

@@ -1,14 +1,29 @@
 // The admin listener: liveness, readiness and metrics. `/admin/*` (the operator API) answers 404
 // until an admin token is configured, so an unconfigured gateway exposes nothing there.
+import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Runtime } from "../config/compile.js";
+import { formatProblem } from "../config/problems.js";
 import type { Store } from "../limits/store.js";
+import type { ReloadResult } from "../server.js";
 import type { Metrics } from "./metrics.js";
 
 export interface AdminDeps {
   runtime: () => Runtime;
   store: () => Store;
   metrics: Metrics;
+  reload: () => Promise<ReloadResult>;
+}
+
+/**
+ * Whether `authorization` carries the admin token. Both sides are hashed first so the
+ * comparison takes the same time whatever the presented token's length or content.
+ */
+export function adminAuthorized(authorization: string | undefined, token: string): boolean {
+  const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization ?? "")?.[1] ?? "";
+  const a = createHash("sha256").update(presented).digest();
+  const b = createHash("sha256").update(token).digest();
+  return timingSafeEqual(a, b) && presented.length > 0;
 }
 
 export interface Readiness {
@@ -44,6 +59,16 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   });
 }
 
+function problem(
+  res: ServerResponse,
+  status: number,
+  title: string,
+  detail: string,
+  extra: Record<string, unknown> = {},
+): void {
+  sendJson(res, status, { type: "about:blank", title, status, detail, ...extra }, "application/problem+json");
+}
+
 function sendJson(res: ServerResponse, status: number, body: unknown, type = "application/json"): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
@@ -55,16 +80,51 @@ function sendJson(res: ServerResponse, status: number, body: unknown, type = "ap
 }
 
 export function createAdminHandler(deps: AdminDeps) {
+  /** `/admin/*`: 404 unless a token is configured, then `Authorization: Bearer <token>`. */
+  async function handleOperatorApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const token = deps.runtime().config.admin.token;
+    if (token === "") {
+      problem(res, 404, "Not Found", "the admin API is disabled: set admin.token to enable it");
+      return;
+    }
+    if (!adminAuthorized(req.headers.authorization, token)) {
+      res.setHeader("www-authenticate", 'Bearer realm="tollgate-admin"');
+      problem(res, 401, "Unauthorized", "send Authorization: Bearer <admin.token>");
+      return;
+    }
+    if (path === "/admin/reload") {
+      if (req.method !== "POST") {
+        res.setHeader("allow", "POST");
+        problem(res, 405, "Method Not Allowed", "use POST /admin/reload");
+        return;
+      }
+      const result = await deps.reload();
+      if (result.ok) {
+        sendJson(res, 200, {
+          status: "reloaded",
+          version: result.version,
+          changed: result.changed,
+          restart_required: result.restartRequired,
+        });
+      } else {
+        problem(res, 400, "Bad Request", "the config file was refused; the previous config keeps serving", {
+          errors: result.problems.map(formatProblem),
+        });
+      }
+      return;
+    }
+    problem(res, 404, "Not Found", `no admin endpoint ${path}`);
+  }
+
   return async function handleAdmin(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? "/").split("?")[0];
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
     try {
+      if (path.startsWith("/admin/") || path === "/admin") {
+        await handleOperatorApi(req, res, path);
+        return;
+      }
       if (req.method !== "GET" && req.method !== "HEAD") {
-        sendJson(
-          res,
-          405,
-          { type: "about:blank", title: "Method Not Allowed", status: 405, detail: "use GET" },
-          "application/problem+json",
-        );
+        problem(res, 405, "Method Not Allowed", "use GET");
         return;
       }
       switch (path) {
@@ -88,12 +148,7 @@ export function createAdminHandler(deps: AdminDeps) {
           return;
         }
         default:
-          sendJson(
-            res,
-            404,
-            { type: "about:blank", title: "Not Found", status: 404, detail: `no admin endpoint ${path}` },
-            "application/problem+json",
-          );
+          problem(res, 404, "Not Found", `no admin endpoint ${path}`);
       }
     } catch (err) {
       if (!res.headersSent)

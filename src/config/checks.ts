@@ -180,7 +180,6 @@ function checkLimit(
 function checkNotYetSupported(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
   if (config.workers !== 1) add([], `workers: ${config.workers} ${NOT_YET} (only 1)`, "workers");
   if (config.sustained_denial !== undefined) add([], `sustained_denial ${NOT_YET}`, "sustained_denial");
-  if (config.admin.token !== "") add(["admin"], `token: the admin API ${NOT_YET}; leave it empty`, "token");
   for (const key of ["cluster", "sentinel", "local_fraction", "breaker"] as const) {
     if (config.store[key] !== undefined) add(["store"], `${key} ${NOT_YET}`, key);
   }

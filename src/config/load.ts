@@ -50,7 +50,8 @@ export function loadConfigText(
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
     return { ok: false, problems: [doc.problem([], "the config must be a YAML mapping (key: value pairs)")] };
   }
-  const parsed = configSchema.safeParse(raw);
+  // reportInput: without it zod 4 leaves issue.input unset, and a wrong type reads as missing.
+  const parsed = configSchema.safeParse(raw, { reportInput: true });
   if (!parsed.success) {
     return {
       ok: false,

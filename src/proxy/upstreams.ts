@@ -22,6 +22,19 @@ export class UpstreamPools {
     return pool;
   }
 
+  /**
+   * After a reload: closes the pools of upstreams that are gone or whose connection settings
+   * changed. close() lets their requests in flight finish (drain), it does not cut them.
+   */
+  retain(upstreams: ReadonlyMap<string, CompiledUpstream>): void {
+    for (const [name, entry] of this.pools) {
+      const next = upstreams.get(name);
+      if (next && next.poolKey === entry.key) continue;
+      this.pools.delete(name);
+      void entry.pool.close().catch(() => {});
+    }
+  }
+
   /** Waits for requests in flight, then closes every pool. */
   async close(): Promise<void> {
     const pools = [...this.pools.values()];

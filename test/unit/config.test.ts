@@ -166,6 +166,12 @@ describe("config loading", () => {
     ]);
   });
 
+  it("tells a wrong type from a missing key", () => {
+    expect(problems(BASE.replace("burst: 10", "burst: ten"))).toEqual([
+      "gw.yaml:10:33: plans.free.global.burst: Invalid input: expected number, received string",
+    ]);
+  });
+
   it("says which key is required when one is missing", () => {
     expect(problems(BASE.replace("store:\n  url: memory://\n", "store: {}\n"))).toEqual([
       "gw.yaml:2:8: store: url is required",

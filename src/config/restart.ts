@@ -1,0 +1,38 @@
+// Settings a running gateway cannot change in place: its listeners and its store connection.
+// A reload keeps their current values and reports them, so the new config is never applied by
+// halves (a new prefix with the old store, say).
+import type { Config } from "./schema.js";
+
+/** The store connection and key layout; `on_failure` and `local_fraction` apply live. */
+const STORE_RESTART_ONLY = ["url", "cluster", "sentinel", "prefix", "timeout", "breaker"] as const;
+
+export interface RestartSplit {
+  /** The config to run: the new file, with restart-only settings kept as they are. */
+  config: Config;
+  /** Dotted names of restart-only settings that differ in the new file. */
+  restartRequired: string[];
+}
+
+export function splitRestartOnly(current: Config, next: Config): RestartSplit {
+  const restartRequired: string[] = [];
+  const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  if (!same(current.listen, next.listen)) restartRequired.push("listen");
+  if (!same(current.admin.listen, next.admin.listen)) restartRequired.push("admin.listen");
+  if (!same(current.workers, next.workers)) restartRequired.push("workers");
+  const store = { ...next.store };
+  for (const key of STORE_RESTART_ONLY) {
+    if (same(current.store[key], next.store[key])) continue;
+    restartRequired.push(`store.${key}`);
+    (store as Record<string, unknown>)[key] = current.store[key];
+  }
+  return {
+    config: {
+      ...next,
+      listen: current.listen,
+      workers: current.workers,
+      admin: { ...next.admin, listen: current.admin.listen },
+      store,
+    },
+    restartRequired,
+  };
+}
