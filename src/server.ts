@@ -11,6 +11,7 @@ import { compileRuntime, type Runtime } from "./config/compile.js";
 import { loadConfigFile } from "./config/load.js";
 import { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
 import { splitRestartOnly } from "./config/restart.js";
+import { BreakerStore, DEFAULT_BREAKER } from "./limits/breaker.js";
 import { Limiter } from "./limits/limiter.js";
 import type { Store } from "./limits/store.js";
 import { MemoryStore } from "./limits/stores/memory.js";
@@ -36,10 +37,13 @@ export type ReloadResult =
 /** Editors and ConfigMap updates touch a file several times in a burst: wait for quiet. */
 const WATCH_DEBOUNCE_MS = 200;
 
-export function createStore(rt: Runtime, logger: Logger): Store {
+/** Most keys the local fallback (on_failure: local) holds; it only covers outages. */
+const LOCAL_FALLBACK_MAX_KEYS = 100_000;
+
+export function createStore(rt: Runtime, logger: Logger, metrics: Metrics): Store {
   if (rt.store.url.startsWith("memory://")) return new MemoryStore();
   let lastLogged = 0;
-  return new RedisStore({
+  const redis = new RedisStore({
     url: rt.store.url,
     timeoutMs: rt.store.timeoutMs,
     onError: (err) => {
@@ -53,6 +57,21 @@ export function createStore(rt: Runtime, logger: Logger): Store {
       );
     },
   });
+  const b = rt.config.store.breaker;
+  return new BreakerStore(
+    redis,
+    {
+      errorRate: b?.error_rate ?? DEFAULT_BREAKER.errorRate,
+      minRequests: b?.min_requests ?? DEFAULT_BREAKER.minRequests,
+      windowMs: b?.window ?? DEFAULT_BREAKER.windowMs,
+      cooldownMs: b?.cooldown ?? DEFAULT_BREAKER.cooldownMs,
+    },
+    (state) => {
+      metrics.breakerState.set(state);
+      const label = state === 2 ? "open" : state === 1 ? "half-open" : "closed";
+      logger[state === 2 ? "warn" : "info"]({ breaker: label }, `limit store breaker ${label}`);
+    },
+  );
 }
 
 function splitHostPort(listen: string): { host: string; port: number } {
@@ -76,6 +95,9 @@ export function urlOf(a: AddressInfo): string {
   const host = a.family === "IPv6" ? `[${a.address}]` : a.address;
   return `http://${host}:${a.port}`;
 }
+
+/** Share of each limit one instance grants alone with on_failure: local (SPEC default). */
+const DEFAULT_LOCAL_FRACTION = 0.25;
 
 /** How long start-up waits for the store before serving with the failure policy. */
 const STARTUP_STORE_WAIT_MS = 1000;
@@ -101,8 +123,8 @@ export class Gateway {
     this.runtime = runtime;
     this.env = env;
     this.logger = logger;
-    this.store = createStore(runtime, logger);
-    this.limiter = new Limiter(this.store, runtime.store.prefix);
+    this.store = createStore(runtime, logger, this.metrics);
+    this.limiter = this.newLimiter(runtime);
   }
 
   /** Loads the config (throwing ConfigError with every problem) and starts both listeners. */
@@ -121,6 +143,16 @@ export class Gateway {
     await gateway.listen();
     if (options.watch !== false) gateway.watchConfig();
     return gateway;
+  }
+
+  /** The local fallback store outlives reloads: an outage does not restart its counting. */
+  private readonly localStore = new MemoryStore({ maxKeys: LOCAL_FALLBACK_MAX_KEYS });
+
+  private newLimiter(rt: Runtime): Limiter {
+    return new Limiter(this.store, rt.store.prefix, {
+      store: this.localStore,
+      fraction: rt.config.store.local_fraction ?? DEFAULT_LOCAL_FRACTION,
+    });
   }
 
   /**
@@ -146,7 +178,7 @@ export class Gateway {
       const split = splitRestartOnly(this.runtime.config, loaded.config);
       const next = compileRuntime(split.config, { file: loaded.file, version: loaded.version });
       this.runtime = next;
-      this.limiter = new Limiter(this.store, next.store.prefix);
+      this.limiter = this.newLimiter(next);
       this.pools.retain(next.upstreams);
       this.logger.level = next.config.log.level;
       this.metrics.configReloads.labels("success").inc();
@@ -273,6 +305,7 @@ export class Gateway {
     }
     admin?.closeAllConnections();
     await this.store.close();
+    await this.localStore.close();
     this.logger.info({ cut }, "tollgate stopped");
     return cut;
   }

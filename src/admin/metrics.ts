@@ -1,6 +1,6 @@
 // Prometheus metrics (prom-client). No label ever carries a client id, key or IP: those are
 // unbounded and, for keys, secret. Route names and decisions are bounded by the config.
-import { Counter, collectDefaultMetrics, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import { LeanHistogram, type LeanHistogramChild } from "./lean-histogram.js";
 
 export type RequestDecision =
@@ -9,6 +9,7 @@ export type RequestDecision =
   | "exempt"
   | "degraded_open"
   | "degraded_closed"
+  | "degraded_local"
   | "bad_request"
   | "unauthorized"
   | "caller_denied"
@@ -27,6 +28,7 @@ export class Metrics {
   readonly storeErrors: Counter<"reason">;
   readonly upstreamErrors: Counter<"upstream" | "reason">;
   readonly configReloads: Counter<"result">;
+  readonly breakerState: Gauge;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "tollgate_process_" });
@@ -55,6 +57,14 @@ export class Metrics {
       labelNames: ["reason"],
       registers: [this.registry],
     });
+    for (const reason of ["timeout", "connection", "script", "breaker_open"])
+      this.storeErrors.labels(reason).inc(0);
+    this.breakerState = new Gauge({
+      name: "tollgate_breaker_state",
+      help: "The limit store's circuit breaker: 0 closed, 1 half-open, 2 open.",
+      registers: [this.registry],
+    });
+    this.breakerState.set(0);
     this.configReloads = new Counter({
       name: "tollgate_config_reloads_total",
       help: "Config reloads by result (success, error).",

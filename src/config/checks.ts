@@ -180,15 +180,11 @@ function checkLimit(
 function checkNotYetSupported(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
   if (config.workers !== 1) add([], `workers: ${config.workers} ${NOT_YET} (only 1)`, "workers");
   if (config.sustained_denial !== undefined) add([], `sustained_denial ${NOT_YET}`, "sustained_denial");
-  for (const key of ["cluster", "sentinel", "local_fraction", "breaker"] as const) {
+  for (const key of ["cluster", "sentinel"] as const) {
     if (config.store[key] !== undefined) add(["store"], `${key} ${NOT_YET}`, key);
   }
-  if (config.store.on_failure === "local")
-    add(["store", "on_failure"], `on_failure: local ${NOT_YET}; use open or closed`);
   if (config.identity.jwt !== undefined) add(["identity"], `jwt ${NOT_YET}`, "jwt");
   config.routes.forEach((route, i) => {
-    if (route.on_failure === "local")
-      add(["routes", i, "on_failure"], `on_failure: local ${NOT_YET}; use open or closed`);
     if (route.max_body !== undefined) add(["routes", i], `max_body ${NOT_YET}`, "max_body");
   });
 }

@@ -38,7 +38,7 @@ export interface CompiledRoute {
   upstream: CompiledUpstream;
   by: LimitScope;
   cost: number;
-  onFailure: Exclude<FailurePolicy, "local">;
+  onFailure: FailurePolicy;
 }
 
 export interface CompiledPlan {
@@ -134,7 +134,7 @@ export function compileRuntime(config: Config, meta: { file: string; version: st
       upstream: upstreams.get(r.upstream)!,
       by: r.by ?? "caller",
       cost: r.cost,
-      onFailure: (r.on_failure ?? config.store.on_failure) as Exclude<FailurePolicy, "local">,
+      onFailure: r.on_failure ?? config.store.on_failure,
     };
   });
 

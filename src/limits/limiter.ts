@@ -2,20 +2,31 @@
 // cannot give one. Failures are classified here, at the one place the store is called.
 import type { CompiledRoute, LimitScope, PlannedLimit } from "../config/compile.js";
 import type { Caller } from "../identity/caller.js";
-import type { LimitCheck, LimitOutcome, LimitSpec } from "./spec.js";
+import { BreakerOpenError } from "./breaker.js";
+import type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision } from "./spec.js";
 import type { Store } from "./store.js";
+import type { MemoryStore } from "./stores/memory.js";
+import { StoreReplyError, StoreTimeoutError } from "./stores/redis.js";
 
 export interface AppliedLimit {
   spec: LimitSpec;
   outcome: LimitOutcome;
 }
 
-export type DegradedReason = "timeout" | "store_error";
+/** Why the store gave no decision: the labels of tollgate_store_errors_total. */
+export type DegradedReason = "timeout" | "connection" | "script" | "breaker_open";
 
 export type LimitDecision =
   | { kind: "unlimited" }
-  | { kind: "allowed"; applied: AppliedLimit[] }
-  | { kind: "denied"; applied: AppliedLimit[]; violated: AppliedLimit[]; retryAfterMs: number }
+  /** `degraded` is set when the in-process fallback decided (on_failure: local). */
+  | { kind: "allowed"; applied: AppliedLimit[]; degraded?: DegradedReason }
+  | {
+      kind: "denied";
+      applied: AppliedLimit[];
+      violated: AppliedLimit[];
+      retryAfterMs: number;
+      degraded?: DegradedReason;
+    }
   | { kind: "degraded"; reason: DegradedReason; policy: "open" | "closed"; error: Error };
 
 /** `{`, `}` and `:` structure the key (hash tag, separators); escape them in ids. */
@@ -54,14 +65,52 @@ export function limitChecks(
   return checks;
 }
 
+/** The one place store failures are classified. */
 export function classifyStoreError(err: unknown): DegradedReason {
-  return err instanceof Error && /timed out|timeout/i.test(err.message) ? "timeout" : "store_error";
+  if (err instanceof BreakerOpenError) return "breaker_open";
+  if (err instanceof StoreTimeoutError) return "timeout";
+  if (err instanceof StoreReplyError) return "script";
+  const e = err as { name?: string; message?: string };
+  // Redis answered with an error (ReplyError): the script or the server refused the call.
+  if (e?.name === "ReplyError") return "script";
+  if (/timed out|timeout/i.test(e?.message ?? "")) return "timeout";
+  return "connection";
+}
+
+export interface LocalFallback {
+  store: MemoryStore;
+  /** Share of each limit one instance grants alone (store.local_fraction). */
+  fraction: number;
+}
+
+/**
+ * The limit one instance enforces alone while the store is away: `fraction` of the burst
+ * (at least 1) refilled at `fraction` of the rate. Cached per spec, specs are immutable.
+ */
+const localSpecs = new WeakMap<LimitSpec, Map<number, LimitSpec>>();
+export function localSpec(spec: LimitSpec, fraction: number): LimitSpec {
+  let byFraction = localSpecs.get(spec);
+  if (!byFraction) {
+    byFraction = new Map();
+    localSpecs.set(spec, byFraction);
+  }
+  let local = byFraction.get(fraction);
+  if (!local) {
+    local = {
+      ...spec,
+      burst: Math.max(1, Math.floor(spec.burst * fraction)),
+      intervalMs: spec.intervalMs / fraction,
+    };
+    byFraction.set(fraction, local);
+  }
+  return local;
 }
 
 export class Limiter {
   constructor(
     private readonly store: Store,
     private readonly prefix: string,
+    private readonly local?: LocalFallback,
   ) {}
 
   async check(caller: Caller, route: CompiledRoute): Promise<LimitDecision> {
@@ -69,21 +118,38 @@ export class Limiter {
     if (!planned || planned.length === 0) return { kind: "unlimited" };
     const checks = limitChecks(this.prefix, planned, caller, route.cost);
     if (checks.length === 0) return { kind: "unlimited" };
-    let decision: Awaited<ReturnType<Store["check"]>>;
+    let decision: StoreDecision;
     try {
       decision = await this.store.check(checks);
     } catch (err) {
+      const reason = classifyStoreError(err);
+      if (route.onFailure === "local" && this.local) {
+        const { store, fraction } = this.local;
+        const localChecks = checks.map((c) => ({ ...c, spec: localSpec(c.spec, fraction) }));
+        return toDecision(localChecks, store.checkSync(localChecks), reason);
+      }
       return {
         kind: "degraded",
-        reason: classifyStoreError(err),
-        policy: route.onFailure,
+        reason,
+        policy: route.onFailure === "closed" ? "closed" : "open",
         error: err instanceof Error ? err : new Error(String(err)),
       };
     }
-    const applied = checks.map((c, i) => ({ spec: c.spec, outcome: decision.outcomes[i]! }));
-    if (decision.allowed) return { kind: "allowed", applied };
-    const violated = applied.filter((a) => !a.outcome.allowed);
-    const retryAfterMs = Math.max(...violated.map((v) => v.outcome.retryAfterMs));
-    return { kind: "denied", applied, violated, retryAfterMs };
+    return toDecision(checks, decision);
   }
+}
+
+function toDecision(
+  checks: readonly LimitCheck[],
+  decision: StoreDecision,
+  degraded?: DegradedReason,
+): LimitDecision {
+  const applied = checks.map((c, i) => ({ spec: c.spec, outcome: decision.outcomes[i]! }));
+  if (decision.allowed)
+    return degraded ? { kind: "allowed", applied, degraded } : { kind: "allowed", applied };
+  const violated = applied.filter((a) => !a.outcome.allowed);
+  const retryAfterMs = Math.max(...violated.map((v) => v.outcome.retryAfterMs));
+  return degraded
+    ? { kind: "denied", applied, violated, retryAfterMs, degraded }
+    : { kind: "denied", applied, violated, retryAfterMs };
 }

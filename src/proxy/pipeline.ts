@@ -12,7 +12,7 @@ import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
 import { type Caller, identifyCaller } from "../identity/caller.js";
 import { resolveClientIp } from "../identity/forwarded.js";
 import { ipKeyFor, type Peer, socketPeer } from "../identity/peer.js";
-import type { LimitDecision, Limiter } from "../limits/limiter.js";
+import type { DegradedReason, LimitDecision, Limiter } from "../limits/limiter.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { forward } from "./forward.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
@@ -29,6 +29,13 @@ export interface PipelineDeps {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._\-:]{1,128}$/;
+
+const DEGRADED_WHY: Record<DegradedReason, string> = {
+  timeout: "the limit store did not answer in time",
+  connection: "the limit store is unreachable",
+  script: "the limit store refused the check",
+  breaker_open: "the limit store is failing and is not being asked for a while",
+};
 
 interface RequestLog {
   requestId: string;
@@ -159,6 +166,11 @@ export function createPipeline(deps: PipelineDeps) {
 
     const proceed = (decision: LimitDecision) => {
       const responseHeaders: Record<string, string> = { "x-request-id": log.requestId };
+      // on_failure: local decided in-process: a real decision, but say it is degraded.
+      if ((decision.kind === "allowed" || decision.kind === "denied") && decision.degraded) {
+        metrics.storeErrors.labels(decision.degraded).inc();
+        responseHeaders["x-ratelimit-degraded"] = "true";
+      }
       switch (decision.kind) {
         case "denied": {
           sendTooMany(rt, res, log, decision, responseHeaders);
@@ -175,7 +187,7 @@ export function createPipeline(deps: PipelineDeps) {
           break;
         case "allowed":
           rateLimitHeaders(decision.applied, rt.headerStyles, Date.now(), responseHeaders);
-          log.decision = "allowed";
+          log.decision = decision.degraded ? "degraded_local" : "allowed";
           break;
         case "unlimited":
           log.decision = exempt ? "exempt" : "allowed";
@@ -212,7 +224,12 @@ export function createPipeline(deps: PipelineDeps) {
       .catch((err: unknown) => {
         // Limiter.check returns store failures as decisions; reaching here is a bug. Answer anyway.
         logger.error({ err, request_id: log.requestId }, "limit check failed unexpectedly");
-        proceed({ kind: "degraded", reason: "store_error", policy: route.onFailure, error: err as Error });
+        proceed({
+          kind: "degraded",
+          reason: "connection",
+          policy: route.onFailure === "closed" ? "closed" : "open",
+          error: err as Error,
+        });
       });
   }
 
@@ -254,7 +271,7 @@ export function createPipeline(deps: PipelineDeps) {
     rt: Runtime,
     res: ServerResponse,
     log: RequestLog,
-    reason: string,
+    reason: DegradedReason,
     headers: Record<string, string>,
   ) {
     log.decision = "degraded_closed";
@@ -266,7 +283,7 @@ export function createPipeline(deps: PipelineDeps) {
         type: TEMPORARY_REDUCED_CAPACITY,
         title: "Service Unavailable",
         status: 503,
-        detail: `Rate limits cannot be checked right now (${reason === "timeout" ? "the limit store timed out" : "the limit store is unreachable"}), and this route fails closed. Retry shortly.`,
+        detail: `Rate limits cannot be checked right now (${DEGRADED_WHY[reason]}), and this route fails closed. Retry shortly.`,
         retry_after_seconds: 1,
       },
       headers,

@@ -119,9 +119,9 @@ describe("config loading", () => {
     expect(out).toEqual([
       'gw.yaml:12:16: plans.free.routes.login: algorithm "sliding_window" is not supported yet by this version of tollgate; remove it, or use token_bucket',
     ]);
-    expect(problems(BASE.replace("  url: memory://", "  url: memory://\n  on_failure: local"))[0]).toContain(
-      "on_failure: local is not supported yet",
-    );
+    expect(
+      problems(BASE.replace("  url: memory://", "  url: memory://\n  cluster: [redis://127.0.0.1:7000]"))[0],
+    ).toContain("cluster is not supported yet");
     expect(
       problems(BASE.replace("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8080\nworkers: auto"))[0],
     ).toContain("workers: auto is not supported yet");

@@ -41,7 +41,12 @@ export const MAX_BATCH_KEYS = 512;
 
 type CheckCommand = (numKeys: number, ...args: (string | number)[]) => Promise<unknown>;
 
-export const MAX_RECONNECT_DELAY_MS = 2000;
+/**
+ * Reconnect attempts back off from 50 ms to this cap. Low, because the time Redis is back but
+ * tollgate is not yet connected is time every check is degraded; one connect attempt per
+ * half-second against a dead Redis costs nothing.
+ */
+export const MAX_RECONNECT_DELAY_MS = 500;
 
 export class RedisStore implements Store {
   readonly kind = "redis";
@@ -58,7 +63,7 @@ export class RedisStore implements Store {
       maxRetriesPerRequest: 0,
       commandTimeout: options.timeoutMs,
       connectTimeout: Math.max(1000, options.timeoutMs * 10),
-      // Reconnect forever, quickly at first, never slower than every 2 s.
+      // Reconnect forever, quickly at first, never slower than every MAX_RECONNECT_DELAY_MS.
       retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), MAX_RECONNECT_DELAY_MS),
       ...options.redisOptions,
     });

@@ -1,0 +1,95 @@
+// The circuit breaker around the shared store (opossum). When too many checks fail, the store
+// is not asked at all for `cooldown`: every request gets the failure policy at once instead of
+// waiting out a timeout. Then one probe is let through (half-open); its success closes the
+// breaker. A denial is a decision, not a failure, so it never counts against the store.
+import CircuitBreaker from "opossum";
+import type { LimitCheck, StoreDecision } from "./spec.js";
+import type { Store } from "./store.js";
+
+export interface BreakerOptions {
+  /** Share of failed checks (0..1) within `windowMs` that opens the breaker. */
+  errorRate: number;
+  /** Checks within the window before the rate is trusted. */
+  minRequests: number;
+  windowMs: number;
+  /** How long the breaker stays open before a probe. */
+  cooldownMs: number;
+}
+
+export const DEFAULT_BREAKER: BreakerOptions = {
+  errorRate: 0.5,
+  minRequests: 20,
+  windowMs: 10_000,
+  cooldownMs: 5000,
+};
+
+/** 0 closed, 1 half-open, 2 open: the values of tollgate_breaker_state. */
+export type BreakerState = 0 | 1 | 2;
+
+export class BreakerOpenError extends Error {
+  constructor() {
+    super("the limit store's circuit breaker is open");
+    this.name = "BreakerOpenError";
+  }
+}
+
+export class BreakerStore implements Store {
+  readonly kind: Store["kind"];
+  private readonly breaker: CircuitBreaker<[readonly LimitCheck[], number | undefined], StoreDecision>;
+  private stateValue: BreakerState = 0;
+
+  constructor(
+    private readonly inner: Store,
+    options: BreakerOptions,
+    onState: (state: BreakerState) => void = () => {},
+  ) {
+    this.kind = inner.kind;
+    this.breaker = new CircuitBreaker(
+      (checks: readonly LimitCheck[], nowMs: number | undefined) => inner.check(checks, nowMs),
+      {
+        // The store bounds every check itself (store.timeout); a second timer here would only
+        // race it.
+        timeout: false,
+        errorThresholdPercentage: options.errorRate * 100,
+        volumeThreshold: options.minRequests,
+        rollingCountTimeout: options.windowMs,
+        rollingCountBuckets: 10,
+        resetTimeout: options.cooldownMs,
+      },
+    );
+    const set = (state: BreakerState) => {
+      this.stateValue = state;
+      onState(state);
+    };
+    this.breaker.on("open", () => set(2));
+    this.breaker.on("halfOpen", () => set(1));
+    this.breaker.on("close", () => set(0));
+  }
+
+  get state(): BreakerState {
+    return this.stateValue;
+  }
+
+  check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision> {
+    return this.breaker.fire(checks, nowMs).catch((err: unknown) => {
+      throw (err as { code?: string }).code === "EOPENBREAKER" ? new BreakerOpenError() : err;
+    });
+  }
+
+  ping(): Promise<void> {
+    return this.inner.ping();
+  }
+
+  isConnected(): boolean {
+    return this.inner.isConnected();
+  }
+
+  waitUntilReady(timeoutMs: number): Promise<boolean> {
+    return this.inner.waitUntilReady(timeoutMs);
+  }
+
+  async close(): Promise<void> {
+    this.breaker.shutdown();
+    await this.inner.close();
+  }
+}
