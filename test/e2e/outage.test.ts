@@ -166,3 +166,33 @@ describe("on_failure: local", () => {
     await redis.restart();
   });
 });
+
+describe("Redis paused longer than the timeout", () => {
+  let redis: RedisProcess;
+  let gw: GatewayProcess;
+  beforeAll(async () => {
+    redis = await startRedis();
+    gw = await spawnGateway(config(redis.url, upstream.url, "closed"));
+  });
+  afterAll(async () => {
+    await gw.stop();
+    await redis.stop();
+  });
+
+  it("answers each request within timeout + 100 ms", async () => {
+    expect((await send(gw.url, { path: "/x", headers: { "x-api-key": "r2-key" } })).status).toBe(200);
+    await redis.client.call("CLIENT", "PAUSE", "1500", "ALL");
+    const replies = await Promise.all(
+      Array.from({ length: 30 }, () => send(gw.url, { path: "/x", headers: { "x-api-key": "load-key" } })),
+    );
+    const slowest = Math.max(...replies.map((r) => r.ms));
+    console.log(
+      `[paused] 30 requests during CLIENT PAUSE: statuses ${[...new Set(replies.map((r) => r.status))]}, slowest ${Math.round(slowest)} ms`,
+    );
+    for (const r of replies) {
+      expect(r.status).toBe(503);
+      expect(r.headers["x-ratelimit-degraded"]).toBe("true");
+    }
+    expect(slowest).toBeLessThan(100 + 100);
+  });
+});
