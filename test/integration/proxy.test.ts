@@ -169,6 +169,18 @@ describe("gateway errors are problem+json", () => {
     expect(slow.ms).toBeLessThan(900);
     expect(slow.headers["content-type"]).toBe("application/problem+json");
   });
+
+  it("502 when the upstream resets the connection, counted by upstream and reason", async () => {
+    upstream.handle = (req) => req.socket.destroy();
+    const reset = await send(gw.url, { path: "/api/reset", headers: key("acme-key") });
+    upstream.handle = null;
+    expect(reset.status).toBe(502);
+    expect(reset.json<{ detail: string }>().detail).toContain("closed the connection");
+    const metrics = (await send(gw.adminUrl, { path: "/metrics" })).body;
+    expect(metrics).toMatch(/tollgate_upstream_errors_total\{upstream="api",reason="reset"\} 1/);
+    expect(metrics).toMatch(/tollgate_upstream_errors_total\{upstream="dead",reason="refused"\} 1/);
+    expect(metrics).toMatch(/tollgate_upstream_errors_total\{upstream="slow",reason="timeout"\} 1/);
+  });
 });
 
 describe("forwarding", () => {
