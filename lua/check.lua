@@ -11,7 +11,8 @@
 --     now in ms, or "" to read the Redis clock (TIME, read once per batch); tests pass it
 --     number of limits n
 --     per limit: algorithm code, param 1, param 2, cost
---       algorithm 1 = token bucket: param 1 = burst, param 2 = interval_ms
+--       1 = token bucket: param 1 = burst, param 2 = interval_ms
+--       2 = fixed window, 3 = sliding window log: param 1 = limit, param 2 = window_ms
 --
 -- Reply: per request { allowed (1|0), then per limit: allowed (1|0), remaining, reset_ms,
 --                      retry_after_ms }, concatenated.
@@ -36,18 +37,26 @@ for _ = 1, tonumber(ARGV[1]) do
 
   local head = #reply + 1
   reply[head] = 1
-  local next_state = {}
+  local pending = {}
   local uncharged = {}
   local all_allowed = true
   for i = 1, n do
     local algorithm = tonumber(ARGV[arg])
-    if algorithm ~= 1 then
+    local p1, p2, cost = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), tonumber(ARGV[arg + 3])
+    local k = KEYS[key + i - 1]
+    local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now
+    if algorithm == 1 then
+      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
+        token_bucket_step(tonumber(redis.call('GET', k)), now, p1, p2, cost)
+    elseif algorithm == 2 then
+      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
+        fixed_window_step(redis.call('GET', k), now, p1, p2, cost)
+    elseif algorithm == 3 then
+      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now = sliding_window_step(k, now, p1, p2, cost)
+    else
       return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg]))
     end
-    local tat = tonumber(redis.call('GET', KEYS[key + i - 1]))
-    local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
-      token_bucket_step(tat, now, tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), tonumber(ARGV[arg + 3]))
-    next_state[i] = nxt
+    pending[i] = { algorithm, nxt, p2, cost }
     uncharged[i] = { available_now, reset_now }
     if not ok then all_allowed = false end
     reply[#reply + 1] = ok and 1 or 0
@@ -59,9 +68,16 @@ for _ = 1, tonumber(ARGV[1]) do
 
   if all_allowed then
     for i = 1, n do
-      -- TTL: until the bucket is full again, plus a second; then the key is irrelevant.
-      local ttl = math.ceil(next_state[i] - now) + 1000
-      redis.call('SET', KEYS[key + i - 1], string.format('%.17g', next_state[i]), 'PX', ttl)
+      local k = KEYS[key + i - 1]
+      local algorithm, nxt, window, cost = pending[i][1], pending[i][2], pending[i][3], pending[i][4]
+      if algorithm == 1 then
+        -- TTL: until the bucket is full again, plus a second; then the key is irrelevant.
+        redis.call('SET', k, string.format('%.17g', nxt), 'PX', math.ceil(nxt - now) + 1000)
+      elseif algorithm == 2 then
+        fixed_window_commit(k, nxt)
+      else
+        sliding_window_commit(k, nxt, now, window, cost)
+      end
     end
   else
     -- Nothing was consumed: the limits that would have allowed report what is available now.

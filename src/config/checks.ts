@@ -145,8 +145,23 @@ function checkLimit(
       add(path, `unlimited: true cannot be combined with ${others.join(", ")}`, others[0]);
     return;
   }
+  if (algorithm === "fixed_window" || algorithm === "sliding_window") {
+    for (const key of ["rate", "burst", "shadow", "batch", "max_in_flight", "lease", "queue"] as const) {
+      if (limit[key] !== undefined)
+        add(path, `${key} does not apply to ${algorithm} (it takes limit + window)`, key);
+    }
+    if (limit.limit === undefined) add(path, "limit is missing (e.g. limit: 5)");
+    else if (limit.limit === 0) add(path, `limit: 0 ${NOT_YET}`, "limit");
+    if (limit.window === undefined) add(path, "window is missing (e.g. window: 15m)");
+    else if (limit.window === 0) add(path, "window must be longer than 0", "window");
+    return;
+  }
   if (algorithm !== "token_bucket") {
-    add(path, `algorithm "${algorithm}" ${NOT_YET}, or use token_bucket`, "algorithm");
+    add(
+      path,
+      `algorithm "${algorithm}" ${NOT_YET}, or use token_bucket, fixed_window or sliding_window`,
+      "algorithm",
+    );
     return;
   }
   for (const key of ["shadow", "batch"] as const) {

@@ -1,14 +1,15 @@
 // The algorithm registry shared by both stores: how a spec becomes script arguments (Redis) and
 // how one step of its arithmetic runs in-process (memory). New algorithms are added here once.
-import type { LimitOutcome, LimitSpec } from "./spec.js";
+import type { LimitOutcome, LimitSpec, TokenBucketSpec, WindowSpec } from "./spec.js";
 import { tokenBucketStep, tokenBucketTtlMs } from "./token-bucket.js";
+import { type FixedWindowState, fixedWindowStep, slidingWindowStep } from "./windows.js";
 
 export interface AlgorithmStep {
   outcome: LimitOutcome;
   /** Reported instead of `outcome` when another limit of the request denies it. */
   uncharged: LimitOutcome;
-  /** State to store if every limit of the request allows it. */
-  nextState: number;
+  /** State to store if every limit of the request allows it (opaque to the store). */
+  nextState: unknown;
   ttlMs: number;
 }
 
@@ -16,18 +17,51 @@ export interface Algorithm {
   /** The code check.lua dispatches on. */
   code: number;
   scriptParams(spec: LimitSpec): [number, number];
-  step(state: number | null, nowMs: number, spec: LimitSpec, cost: number): AlgorithmStep;
+  step(state: unknown, nowMs: number, spec: LimitSpec, cost: number): AlgorithmStep;
 }
 
 const tokenBucket: Algorithm = {
   code: 1,
-  scriptParams: (spec) => [spec.burst, spec.intervalMs],
+  scriptParams: (spec) => {
+    const s = spec as TokenBucketSpec;
+    return [s.burst, s.intervalMs];
+  },
   step(state, nowMs, spec, cost) {
-    const { outcome, uncharged, nextTat } = tokenBucketStep(state, nowMs, spec, cost);
+    const { outcome, uncharged, nextTat } = tokenBucketStep(
+      state as number | null,
+      nowMs,
+      spec as TokenBucketSpec,
+      cost,
+    );
     return { outcome, uncharged, nextState: nextTat, ttlMs: tokenBucketTtlMs(nextTat, nowMs) };
+  },
+};
+
+const windowParams = (spec: LimitSpec): [number, number] => {
+  const s = spec as WindowSpec;
+  return [s.limit, s.windowMs];
+};
+
+const fixedWindow: Algorithm = {
+  code: 2,
+  scriptParams: windowParams,
+  step(state, nowMs, spec, cost) {
+    const r = fixedWindowStep(state as FixedWindowState | null, nowMs, spec as WindowSpec, cost);
+    return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
+  },
+};
+
+const slidingWindow: Algorithm = {
+  code: 3,
+  scriptParams: windowParams,
+  step(state, nowMs, spec, cost) {
+    const r = slidingWindowStep(state as number[] | null, nowMs, spec as WindowSpec, cost);
+    return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
   },
 };
 
 export const ALGORITHMS: Readonly<Record<LimitSpec["algorithm"], Algorithm>> = {
   token_bucket: tokenBucket,
+  fixed_window: fixedWindow,
+  sliding_window: slidingWindow,
 };

@@ -85,7 +85,8 @@ export interface LocalFallback {
 
 /**
  * The limit one instance enforces alone while the store is away: `fraction` of the burst
- * (at least 1) refilled at `fraction` of the rate. Cached per spec, specs are immutable.
+ * (at least 1) refilled at `fraction` of the rate, or `fraction` of a window's limit.
+ * Cached per spec: specs are immutable.
  */
 const localSpecs = new WeakMap<LimitSpec, Map<number, LimitSpec>>();
 export function localSpec(spec: LimitSpec, fraction: number): LimitSpec {
@@ -96,11 +97,14 @@ export function localSpec(spec: LimitSpec, fraction: number): LimitSpec {
   }
   let local = byFraction.get(fraction);
   if (!local) {
-    local = {
-      ...spec,
-      burst: Math.max(1, Math.floor(spec.burst * fraction)),
-      intervalMs: spec.intervalMs / fraction,
-    };
+    local =
+      spec.algorithm === "token_bucket"
+        ? {
+            ...spec,
+            burst: Math.max(1, Math.floor(spec.burst * fraction)),
+            intervalMs: spec.intervalMs / fraction,
+          }
+        : { ...spec, limit: Math.max(1, Math.floor(spec.limit * fraction)) };
     byFraction.set(fraction, local);
   }
   return local;

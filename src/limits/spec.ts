@@ -9,8 +9,20 @@ export interface TokenBucketSpec {
   intervalMs: number;
 }
 
+/**
+ * Window algorithms: at most `limit` units per `windowMs`. `fixed_window` counts per aligned
+ * window (cheap, allows up to 2 × limit across a boundary); `sliding_window` keeps an exact log
+ * of the window (exact, memory grows with the limit: for small limits such as logins).
+ */
+export interface WindowSpec {
+  algorithm: "fixed_window" | "sliding_window";
+  name: string;
+  limit: number;
+  windowMs: number;
+}
+
 /** Every rate algorithm a store can decide. Later algorithms join this union. */
-export type LimitSpec = TokenBucketSpec;
+export type LimitSpec = TokenBucketSpec | WindowSpec;
 
 /** One limit to decide for one request: which state key, which spec, how much it takes. */
 export interface LimitCheck {
@@ -36,11 +48,17 @@ export interface StoreDecision {
   outcomes: LimitOutcome[];
 }
 
-/** Window clients are told about: how long a full bucket takes to refill, in seconds. */
-export function windowSeconds(spec: LimitSpec): number {
-  return Math.max(1, Math.ceil((spec.burst * spec.intervalMs) / 1000));
+/** How long the limit takes to come back in full, in ms: a token bucket's refill, or the window. */
+export function windowMs(spec: LimitSpec): number {
+  return spec.algorithm === "token_bucket" ? spec.burst * spec.intervalMs : spec.windowMs;
 }
 
+/** Window clients are told about (RateLimit-Policy w=), in whole seconds. */
+export function windowSeconds(spec: LimitSpec): number {
+  return Math.max(1, Math.ceil(windowMs(spec) / 1000));
+}
+
+/** The most one caller can have at once: a bucket's burst, a window's limit. */
 export function quota(spec: LimitSpec): number {
-  return spec.burst;
+  return spec.algorithm === "token_bucket" ? spec.burst : spec.limit;
 }

@@ -13,6 +13,7 @@ import { type Caller, identifyCaller } from "../identity/caller.js";
 import { resolveClientIp } from "../identity/forwarded.js";
 import { ipKeyFor, type Peer, socketPeer } from "../identity/peer.js";
 import type { DegradedReason, LimitDecision, Limiter } from "../limits/limiter.js";
+import { type LimitSpec, windowMs } from "../limits/spec.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { forward } from "./forward.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
@@ -244,12 +245,7 @@ export function createPipeline(deps: PipelineDeps) {
     rateLimitHeaders(decision.applied, rt.headerStyles, Date.now(), headers);
     headers["retry-after"] = String(retryAfter);
     const names = decision.violated.map((v) => v.spec.name);
-    const described = decision.violated
-      .map(
-        (v) =>
-          `"${v.spec.name}" allows ${v.spec.burst} requests, refilled over ${formatDuration(Math.round(v.spec.burst * v.spec.intervalMs))}`,
-      )
-      .join("; ");
+    const described = decision.violated.map((v) => describeLimit(v.spec)).join("; ");
     log.decision = "limited";
     log.status = 429;
     sendProblem(
@@ -336,6 +332,13 @@ export function createPipeline(deps: PipelineDeps) {
       },
     });
   }
+}
+
+function describeLimit(spec: LimitSpec): string {
+  const over = formatDuration(Math.round(windowMs(spec)));
+  return spec.algorithm === "token_bucket"
+    ? `"${spec.name}" allows ${spec.burst} requests, refilled over ${over}`
+    : `"${spec.name}" allows ${spec.limit} requests per ${over}`;
 }
 
 function headerText(value: string | string[] | undefined): string | undefined {

@@ -2,7 +2,7 @@
 // script and the TypeScript arithmetic decide identically for identical request sequences.
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TokenBucketSpec } from "../../src/limits/spec.js";
+import type { LimitSpec, TokenBucketSpec } from "../../src/limits/spec.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 import { parseCheckReply, RedisStore } from "../../src/limits/stores/redis.js";
 import { CHECK_SCRIPT, sha1 } from "../../src/limits/stores/scripts.js";
@@ -132,36 +132,56 @@ describe("RedisStore specifics", () => {
     expect(ttl).toBeLessThanOrEqual(2000);
   });
 
-  it("decides exactly as the memory store for any request sequence", async () => {
+  it("decides exactly as the memory store for any request sequence, for every algorithm", async () => {
     const redisStore = await newStore();
     const step = fc.record({
       dtMs: fc.integer({ min: 0, max: 700 }),
       cost: fc.integer({ min: 1, max: 4 }),
-      which: fc.integer({ min: 0, max: 2 }),
+      which: fc.integer({ min: 0, max: 3 }),
     });
-    const specArb = fc.record({
-      burst: fc.integer({ min: 1, max: 12 }),
-      perSecond: fc.integer({ min: 1, max: 9 }),
-    });
+    const specArb = fc.oneof(
+      fc.record({ burst: fc.integer({ min: 1, max: 12 }), perSecond: fc.integer({ min: 1, max: 9 }) }).map(
+        (s): LimitSpec => ({
+          algorithm: "token_bucket",
+          name: "p.tb",
+          burst: s.burst,
+          intervalMs: 1000 / s.perSecond,
+        }),
+      ),
+      fc
+        .record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 100, max: 3000 }) })
+        .map(
+          (s): LimitSpec => ({
+            algorithm: "fixed_window",
+            name: "p.fw",
+            limit: s.limit,
+            windowMs: s.windowMs,
+          }),
+        ),
+      fc
+        .record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 100, max: 3000 }) })
+        .map(
+          (s): LimitSpec => ({
+            algorithm: "sliding_window",
+            name: "p.sw",
+            limit: s.limit,
+            windowMs: s.windowMs,
+          }),
+        ),
+    );
     await fc.assert(
       fc.asyncProperty(
         fc.array(specArb, { minLength: 3, maxLength: 3 }),
         fc.array(step, { minLength: 1, maxLength: 30 }),
         async (specs, steps) => {
           const memory = new MemoryStore({ sweepIntervalMs: 0 });
-          const compiled: TokenBucketSpec[] = specs.map((s, i) => ({
-            algorithm: "token_bucket",
-            name: `p.l${i}`,
-            burst: s.burst,
-            intervalMs: 1000 / s.perSecond,
-          }));
-          const keys = compiled.map((_, i) => freshKey(`prop${i}`));
+          const keys = specs.map((_, i) => freshKey(`prop${i}`));
           let now = 1_700_000_000_000;
           for (const s of steps) {
             now += s.dtMs;
-            // Either one limit or two limits together, to exercise all-or-nothing too.
-            const idx = s.which === 2 ? [0, 1] : [s.which];
-            const checks = idx.map((i) => ({ key: keys[i]!, spec: compiled[i]!, cost: s.cost }));
+            // One limit, or several together, to exercise all-or-nothing across algorithms too.
+            const idx = s.which === 3 ? [0, 1, 2] : [s.which];
+            const checks = idx.map((i) => ({ key: keys[i]!, spec: specs[i]!, cost: s.cost }));
             const fromRedis = await redisStore.check(checks, now);
             const fromMemory = memory.checkSync(checks, now);
             expect(fromRedis).toEqual(fromMemory);
@@ -169,7 +189,7 @@ describe("RedisStore specifics", () => {
           await memory.close();
         },
       ),
-      { numRuns: 40 },
+      { numRuns: 60 },
     );
   });
 });

@@ -1,7 +1,7 @@
 // One behavioural suite for every Store. Deterministic cases pass `now` explicitly, so both
 // stores see the same clock; the expiry case uses each store's own clock through the harness.
 import { describe, expect, it } from "vitest";
-import type { LimitCheck, TokenBucketSpec } from "../../src/limits/spec.js";
+import type { LimitCheck, TokenBucketSpec, WindowSpec } from "../../src/limits/spec.js";
 import type { Store } from "../../src/limits/store.js";
 
 export interface StoreHarness {
@@ -131,6 +131,75 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       expect(await h.pttl(key)).toBeNull();
       const next = await (await h.store()).check([{ key, spec: fast, cost: 1 }]);
       expect(next.outcomes[0]).toMatchObject({ allowed: true, remaining: 1 });
+    });
+  });
+
+  describe(`${name}: window algorithms`, () => {
+    const fixed: WindowSpec = { algorithm: "fixed_window", name: "w.fixed", limit: 11, windowMs: 3_600_000 };
+    const sliding: WindowSpec = { algorithm: "sliding_window", name: "w.sliding", limit: 7, windowMs: 2000 };
+
+    it("fixed window: exactly the limit per aligned window, then a fresh window", async () => {
+      const h = harness();
+      const key = freshKey("fixed");
+      const start = Math.floor(T0 / fixed.windowMs) * fixed.windowMs;
+      const first = await sequential(await h.store(), [{ key, spec: fixed, cost: 1 }], 13, start + 1000);
+      expect(first.filter((r) => r.allowed)).toHaveLength(11);
+      expect(first[10]!.outcomes[0]).toMatchObject({ allowed: true, remaining: 0 });
+      expect(first[11]!.outcomes[0]).toEqual({
+        allowed: false,
+        remaining: 0,
+        resetMs: fixed.windowMs - 1000,
+        retryAfterMs: fixed.windowMs - 1000,
+      });
+      const next = await sequential(
+        await h.store(),
+        [{ key, spec: fixed, cost: 1 }],
+        12,
+        start + fixed.windowMs,
+      );
+      expect(next.filter((r) => r.allowed)).toHaveLength(11);
+    });
+
+    it("sliding window log: never more than the limit in any window, retry when the oldest leaves", async () => {
+      const h = harness();
+      const key = freshKey("sliding");
+      const store = await h.store();
+      const at = async (t: number, cost = 1) => store.check([{ key, spec: sliding, cost }], T0 + t);
+      for (let i = 0; i < 4; i++) expect((await at(0)).allowed).toBe(true);
+      for (let i = 0; i < 3; i++) expect((await at(500)).allowed).toBe(true);
+      const denied = await at(1000);
+      expect(denied.outcomes[0]).toEqual({ allowed: false, remaining: 0, resetMs: 1500, retryAfterMs: 1000 });
+      // At 2000 the four from t=0 have left the window: four more fit, not five.
+      const later = [];
+      for (let i = 0; i < 5; i++) later.push((await at(2000)).allowed);
+      expect(later).toEqual([true, true, true, true, false]);
+      // A cost of 3 needs three of the oldest to leave: the ones from t=500 leave at 2500.
+      expect((await at(2100, 3)).outcomes[0]).toMatchObject({ allowed: false, retryAfterMs: 400 });
+      expect((await at(2500, 3)).allowed).toBe(true);
+    });
+
+    it("sliding window: 200 concurrent checks from several instances admit exactly 7, and 7 again a window later", async () => {
+      const h = harness();
+      const key = freshKey("sliding-burst");
+      const stores = await Promise.all([h.store(), h.store(), h.store()]);
+      const burst = (t?: number) =>
+        Promise.all(
+          Array.from({ length: 200 }, (_, i) => stores[i % 3]!.check([{ key, spec: sliding, cost: 1 }], t)),
+        );
+      expect((await burst(T0)).filter((r) => r.allowed)).toHaveLength(7);
+      expect((await burst(T0 + 2000)).filter((r) => r.allowed)).toHaveLength(7);
+    });
+
+    it("window keys expire once irrelevant", async () => {
+      const h = harness();
+      const key = freshKey("window-ttl");
+      const short: WindowSpec = { algorithm: "sliding_window", name: "w.short", limit: 2, windowMs: 200 };
+      await sequential(await h.store(), [{ key, spec: short, cost: 1 }], 2);
+      const ttl = await h.pttl(key);
+      expect(ttl).not.toBeNull();
+      expect(ttl!).toBeLessThanOrEqual(1200);
+      await h.advance(1300);
+      expect(await h.pttl(key)).toBeNull();
     });
   });
 }

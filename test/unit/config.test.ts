@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { compileRuntime } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { formatProblem } from "../../src/config/problems.js";
+import type { TokenBucketSpec } from "../../src/limits/spec.js";
 
 const BASE = `listen: 127.0.0.1:8080
 store:
@@ -35,7 +36,13 @@ describe("config loading", () => {
     const rt = compileRuntime(r.config, { file: "gw.yaml", version: r.version });
     expect(rt.routeList.map((x) => x.name)).toEqual(["login", "default"]);
     const limits = rt.plans.get("free")!.limitsByRoute.get("login")!;
-    expect(limits.map((l) => [l.spec.name, l.spec.burst, l.spec.intervalMs])).toEqual([
+    expect(
+      limits.map((l) => [
+        l.spec.name,
+        (l.spec as TokenBucketSpec).burst,
+        (l.spec as TokenBucketSpec).intervalMs,
+      ]),
+    ).toEqual([
       ["free.global", 10, 200],
       ["free.login", 5, 180_000],
     ]);
@@ -113,11 +120,11 @@ describe("config loading", () => {
     const out = problems(
       BASE.replace(
         "      login: { limit: 5, window: 15m }",
-        "      login: { algorithm: sliding_window, limit: 5, window: 15m }",
+        "      login: { algorithm: leaky_bucket, rate: 5/s, queue: 3 }",
       ),
     );
     expect(out).toEqual([
-      'gw.yaml:12:16: plans.free.routes.login: algorithm "sliding_window" is not supported yet by this version of tollgate; remove it, or use token_bucket',
+      'gw.yaml:12:16: plans.free.routes.login: algorithm "leaky_bucket" is not supported yet by this version of tollgate; remove it, or use token_bucket, fixed_window or sliding_window',
     ]);
     expect(
       problems(BASE.replace("  url: memory://", "  url: memory://\n  cluster: [redis://127.0.0.1:7000]"))[0],
@@ -175,6 +182,42 @@ describe("config loading", () => {
   it("says which key is required when one is missing", () => {
     expect(problems(BASE.replace("store:\n  url: memory://\n", "store: {}\n"))).toEqual([
       "gw.yaml:2:8: store: url is required",
+    ]);
+  });
+});
+
+describe("window algorithms", () => {
+  it("compile limit + window", () => {
+    const r = loadConfigText(
+      BASE.replace(
+        "login: { limit: 5, window: 15m }",
+        "login: { algorithm: sliding_window, limit: 5, window: 15m }",
+      ),
+      "gw.yaml",
+      {},
+    );
+    expect(r.ok).toBe(true);
+    if (!r.ok) return;
+    const rt = compileRuntime(r.config, { file: "gw.yaml", version: r.version });
+    expect(rt.plans.get("free")!.limitsByRoute.get("login")![1]!.spec).toEqual({
+      algorithm: "sliding_window",
+      name: "free.login",
+      limit: 5,
+      windowMs: 900_000,
+    });
+  });
+
+  it("refuse keys that belong to a token bucket, and a missing window", () => {
+    expect(
+      problems(
+        BASE.replace(
+          "login: { limit: 5, window: 15m }",
+          "login: { algorithm: fixed_window, limit: 5, burst: 5 }",
+        ),
+      ),
+    ).toEqual([
+      "gw.yaml:12:14: plans.free.routes.login: window is missing (e.g. window: 15m)",
+      "gw.yaml:12:51: plans.free.routes.login: burst does not apply to fixed_window (it takes limit + window)",
     ]);
   });
 });

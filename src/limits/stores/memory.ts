@@ -5,7 +5,8 @@ import type { LimitCheck, StoreDecision } from "../spec.js";
 import type { Store } from "../store.js";
 
 interface Entry {
-  state: number;
+  /** Algorithm-specific (a number for a token bucket, a list for a sliding log, …). */
+  state: unknown;
   expiresAtMs: number;
 }
 
@@ -62,7 +63,7 @@ export class MemoryStore implements Store {
   }
 
   /** Current state of a key, or null when absent or expired (for tests and the admin API). */
-  read(key: string, nowMs: number = this.now()): number | null {
+  read(key: string, nowMs: number = this.now()): unknown {
     const entry = this.entries.get(key);
     if (!entry) return null;
     if (entry.expiresAtMs <= nowMs) {
@@ -94,7 +95,7 @@ export class MemoryStore implements Store {
     this.entries.clear();
   }
 
-  private write(key: string, state: number, expiresAtMs: number): void {
+  private write(key: string, state: unknown, expiresAtMs: number): void {
     // Re-inserting moves the key to the end of the map's order, so eviction drops the
     // least recently written key first.
     this.entries.delete(key);

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 export const LUA_DIR = fileURLToPath(new URL("../../../lua/", import.meta.url));
 
 /** Fragments in the order they are concatenated; the last one is the entry point. */
-export const CHECK_SCRIPT_PARTS = ["token_bucket.lua", "check.lua"] as const;
+export const CHECK_SCRIPT_PARTS = ["token_bucket.lua", "windows.lua", "check.lua"] as const;
 
 export function composeScript(parts: readonly string[]): string {
   return parts.map((name) => `-- ${name}\n${readFileSync(LUA_DIR + name, "utf8")}`).join("\n");

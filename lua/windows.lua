@@ -1,0 +1,61 @@
+-- Window algorithms; the same arithmetic as src/limits/windows.ts, operation for operation.
+-- Each *_step returns: allowed, pending (what commit writes), remaining, reset_ms,
+-- retry_after_ms, available_now, reset_now_ms (the last two: what to report when another
+-- limit of the request denies it).
+
+-- Fixed window. State: one string "<window start ms> <count>".
+local function fixed_window_step(raw, now, limit, window, cost)
+  local start = math.floor(now / window) * window
+  local used = 0
+  if raw then
+    local s, c = string.match(raw, '^(%S+) (%S+)$')
+    if tonumber(s) == start then used = tonumber(c) end
+  end
+  local reset = math.ceil(start + window - now)
+  local avail = limit - used
+  if avail < 0 then avail = 0 end
+  if used + cost > limit then
+    return false, nil, avail, reset, reset, avail, reset
+  end
+  local pending = { value = string.format('%.17g %d', start, used + cost), ttl = reset + 1000 }
+  return true, pending, limit - used - cost, reset, 0, avail, reset
+end
+
+local function fixed_window_commit(key, pending)
+  redis.call('SET', key, pending.value, 'PX', pending.ttl)
+end
+
+-- Sliding window log. State: a sorted set, one member per admitted unit, scored by its time;
+-- a unit admitted at t counts while now < t + window.
+local function sliding_window_step(key, now, limit, window, cost)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.17g', now - window))
+  local used = redis.call('ZCARD', key)
+  local full_again = 0
+  if used > 0 then
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    full_again = math.ceil(tonumber(newest[2]) + window - now)
+  end
+  local avail = limit - used
+  if avail < 0 then avail = 0 end
+  if used + cost > limit then
+    local retry
+    if cost > limit then
+      retry = math.ceil(window)
+    else
+      local must_leave = used + cost - limit
+      local oldest = redis.call('ZRANGE', key, must_leave - 1, must_leave - 1, 'WITHSCORES')
+      retry = math.ceil(tonumber(oldest[2]) + window - now)
+    end
+    return false, nil, avail, full_again, retry, avail, full_again
+  end
+  return true, used, limit - used - cost, math.ceil(window), 0, avail, full_again
+end
+
+local function sliding_window_commit(key, used, now, window, cost)
+  local score = string.format('%.17g', now)
+  -- Members are unique: at one timestamp the count only grows, so "<time>:<count>" never repeats.
+  for j = 1, cost do
+    redis.call('ZADD', key, score, score .. ':' .. (used + j))
+  end
+  redis.call('PEXPIRE', key, math.ceil(window) + 1000)
+end

@@ -1,0 +1,100 @@
+// Each algorithm through two gateway processes sharing one Redis: 200 concurrent requests admit
+// exactly the limit, and a route limit combines with the global one all-or-nothing.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GatewayProcess, spawnGateway } from "../support/gateway.js";
+import { send } from "../support/http.js";
+import { type RedisProcess, startRedis } from "../support/redis.js";
+import { startUpstream, type TestUpstream } from "../support/upstream.js";
+
+const config = (redisUrl: string, upstreamUrl: string) => `
+listen: 127.0.0.1:0
+admin: { listen: 127.0.0.1:0 }
+log: { level: info, requests: false }
+store: { url: ${redisUrl}, timeout: 500ms }
+upstreams: { api: ${upstreamUrl} }
+clients:
+  - { id: a, key: key-a, plan: p }
+  - { id: b, key: key-b, plan: p }
+  - { id: c, key: key-c, plan: p }
+  - { id: d, key: key-d, plan: p }
+plans:
+  p:
+    global: { rate: 1/h, burst: 1000 }
+    routes:
+      sliding: { algorithm: sliding_window, limit: 7, window: 2s }
+      fixed: { algorithm: fixed_window, limit: 11, window: 1h }
+      bucket: { rate: 1/m, burst: 10 }
+routes:
+  - { name: sliding, match: { path: /sliding }, upstream: api }
+  - { name: fixed, match: { path: /fixed }, upstream: api }
+  - { name: bucket, match: { path: /bucket }, upstream: api }
+  - { name: default, match: { path: / }, upstream: api }
+`;
+
+let redis: RedisProcess;
+let upstream: TestUpstream;
+let a: GatewayProcess;
+let b: GatewayProcess;
+
+beforeAll(async () => {
+  redis = await startRedis();
+  upstream = await startUpstream();
+  [a, b] = await Promise.all([
+    spawnGateway(config(redis.url, upstream.url)),
+    spawnGateway(config(redis.url, upstream.url)),
+  ]);
+});
+afterAll(async () => {
+  await Promise.all([a?.stop(), b?.stop()]);
+  await upstream.close();
+  await redis.stop();
+});
+
+const burst = async (path: string, key: string) => {
+  const replies = await Promise.all(
+    Array.from({ length: 200 }, (_, i) =>
+      send(i % 2 ? b.url : a.url, { path, headers: { "x-api-key": key } }),
+    ),
+  );
+  return replies;
+};
+
+describe("200 concurrent requests over two instances admit exactly the limit", () => {
+  it("sliding_window 7 per 2 s, and 7 again 2 s later", async () => {
+    const first = await burst("/sliding", "key-a");
+    expect(first.filter((r) => r.status === 200)).toHaveLength(7);
+    const denied = first.find((r) => r.status === 429)!;
+    expect(denied.json()).toMatchObject({ "violated-policies": ["p.sliding"] });
+    expect(Number(denied.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+    await new Promise((r) => setTimeout(r, 2100));
+    expect((await burst("/sliding", "key-a")).filter((r) => r.status === 200)).toHaveLength(7);
+  });
+
+  it("fixed_window 11 per 1 h", async () => {
+    const replies = await burst("/fixed", "key-b");
+    expect(replies.filter((r) => r.status === 200)).toHaveLength(11);
+    expect(replies.find((r) => r.status === 200)!.headers["ratelimit-policy"]).toContain(
+      '"p.fixed";q=11;w=3600',
+    );
+  });
+
+  it("token bucket burst 10", async () => {
+    expect((await burst("/bucket", "key-c")).filter((r) => r.status === 200)).toHaveLength(10);
+  });
+
+  it("a route limit and the global limit are decided together: the global limit is charged only for admitted requests", async () => {
+    await burst("/sliding", "key-d"); // 7 admitted, 193 denied by p.sliding
+    const r = await send(a.url, { path: "/other", headers: { "x-api-key": "key-d" } });
+    // 1000 - 7 admitted - this one: the 193 denials took nothing from p.global.
+    expect(r.headers.ratelimit).toContain('"p.global";r=992');
+  });
+
+  it("keys carry the caller's hash tag and a TTL", async () => {
+    const keys = await redis.client.keys("tollgate:*");
+    expect(keys.length).toBeGreaterThan(0);
+    for (const k of keys) {
+      expect(k).toMatch(/^tollgate:\{c:[abcd]\}:p\.(global|sliding|fixed|bucket)$/);
+      expect(await redis.client.pttl(k)).toBeGreaterThan(0);
+    }
+  });
+});
