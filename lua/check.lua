@@ -12,7 +12,8 @@
 --     number of limits n
 --     per limit: algorithm code, param 1, param 2, cost
 --       1 = token bucket: param 1 = burst, param 2 = interval_ms
---       2 = fixed window, 3 = sliding window log: param 1 = limit, param 2 = window_ms
+--       2 = fixed window, 3 = sliding window log, 4 = sliding window counter:
+--         param 1 = limit, param 2 = window_ms
 --
 -- Reply: per request { allowed (1|0), then per limit: allowed (1|0), remaining, reset_ms,
 --                      retry_after_ms }, concatenated.
@@ -53,6 +54,9 @@ for _ = 1, tonumber(ARGV[1]) do
         fixed_window_step(redis.call('GET', k), now, p1, p2, cost)
     elseif algorithm == 3 then
       ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now = sliding_window_step(k, now, p1, p2, cost)
+    elseif algorithm == 4 then
+      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
+        sliding_counter_step(redis.call('GET', k), now, p1, p2, cost)
     else
       return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg]))
     end
@@ -73,7 +77,7 @@ for _ = 1, tonumber(ARGV[1]) do
       if algorithm == 1 then
         -- TTL: until the bucket is full again, plus a second; then the key is irrelevant.
         redis.call('SET', k, string.format('%.17g', nxt), 'PX', math.ceil(nxt - now) + 1000)
-      elseif algorithm == 2 then
+      elseif algorithm == 2 or algorithm == 4 then
         fixed_window_commit(k, nxt)
       else
         sliding_window_commit(k, nxt, now, window, cost)

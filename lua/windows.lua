@@ -59,3 +59,45 @@ local function sliding_window_commit(key, used, now, window, cost)
   end
   redis.call('PEXPIRE', key, math.ceil(window) + 1000)
 end
+
+-- Sliding window counter. State: one string "<window start ms> <previous count> <current count>";
+-- the previous window is weighted by the share of it still inside the sliding window.
+local function sliding_counter_step(raw, now, limit, w, cost)
+  local start = math.floor(now / w) * w
+  local prev, cur = 0, 0
+  if raw then
+    local s, p, c = string.match(raw, '^(%S+) (%S+) (%S+)$')
+    s = tonumber(s)
+    if s == start then
+      prev, cur = tonumber(p), tonumber(c)
+    elseif s == start - w then
+      prev = tonumber(c)
+    end
+  end
+  local elapsed = now - start
+  local estimated = (prev * (w - elapsed)) / w + cur
+  local reset = 0
+  if cur > 0 then reset = math.ceil(start + 2 * w - now) elseif prev > 0 then reset = math.ceil(start + w - now) end
+  local avail = math.floor(limit - estimated)
+  if avail < 0 then avail = 0 end
+  if estimated + cost > limit then
+    local retry
+    if cost > limit then
+      retry = 2 * w
+    elseif cur + cost <= limit then
+      retry = w - elapsed - ((limit - cur - cost) * w) / prev
+    else
+      local decay = 0
+      if cur > 0 then decay = w * (1 - (limit - cost) / cur) end
+      retry = start + w - now + decay
+    end
+    retry = math.ceil(retry)
+    if retry < 1 then retry = 1 end
+    return false, nil, avail, reset, retry, avail, reset
+  end
+  local remaining = math.floor(limit - estimated - cost)
+  if remaining < 0 then remaining = 0 end
+  local full = math.ceil(start + 2 * w - now)
+  local pending = { value = string.format('%.17g %d %d', start, prev, cur + cost), ttl = full + 1000 }
+  return true, pending, remaining, full, 0, avail, reset
+end

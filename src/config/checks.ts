@@ -145,7 +145,11 @@ function checkLimit(
       add(path, `unlimited: true cannot be combined with ${others.join(", ")}`, others[0]);
     return;
   }
-  if (algorithm === "fixed_window" || algorithm === "sliding_window") {
+  if (
+    algorithm === "fixed_window" ||
+    algorithm === "sliding_window" ||
+    algorithm === "sliding_window_counter"
+  ) {
     for (const key of ["rate", "burst", "shadow", "batch", "max_in_flight", "lease", "queue"] as const) {
       if (limit[key] !== undefined)
         add(path, `${key} does not apply to ${algorithm} (it takes limit + window)`, key);
@@ -159,7 +163,7 @@ function checkLimit(
   if (algorithm !== "token_bucket") {
     add(
       path,
-      `algorithm "${algorithm}" ${NOT_YET}, or use token_bucket, fixed_window or sliding_window`,
+      `algorithm "${algorithm}" ${NOT_YET}, or use token_bucket, sliding_window, sliding_window_counter or fixed_window`,
       "algorithm",
     );
     return;

@@ -83,7 +83,11 @@ export const ANONYMOUS_PLAN = "anonymous";
 
 export function compileLimit(name: string, limit: LimitConfig): LimitSpec | null {
   if (limit.unlimited) return null;
-  if (limit.algorithm === "fixed_window" || limit.algorithm === "sliding_window") {
+  if (
+    limit.algorithm === "fixed_window" ||
+    limit.algorithm === "sliding_window" ||
+    limit.algorithm === "sliding_window_counter"
+  ) {
     return { algorithm: limit.algorithm, name, limit: limit.limit!, windowMs: limit.window! };
   }
   if (limit.rate && limit.burst !== undefined) {

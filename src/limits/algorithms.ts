@@ -2,7 +2,13 @@
 // how one step of its arithmetic runs in-process (memory). New algorithms are added here once.
 import type { LimitOutcome, LimitSpec, TokenBucketSpec, WindowSpec } from "./spec.js";
 import { tokenBucketStep, tokenBucketTtlMs } from "./token-bucket.js";
-import { type FixedWindowState, fixedWindowStep, slidingWindowStep } from "./windows.js";
+import {
+  type CounterState,
+  type FixedWindowState,
+  fixedWindowStep,
+  slidingCounterStep,
+  slidingWindowStep,
+} from "./windows.js";
 
 export interface AlgorithmStep {
   outcome: LimitOutcome;
@@ -60,8 +66,18 @@ const slidingWindow: Algorithm = {
   },
 };
 
+const slidingCounter: Algorithm = {
+  code: 4,
+  scriptParams: windowParams,
+  step(state, nowMs, spec, cost) {
+    const r = slidingCounterStep(state as CounterState | null, nowMs, spec as WindowSpec, cost);
+    return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
+  },
+};
+
 export const ALGORITHMS: Readonly<Record<LimitSpec["algorithm"], Algorithm>> = {
   token_bucket: tokenBucket,
   fixed_window: fixedWindow,
   sliding_window: slidingWindow,
+  sliding_window_counter: slidingCounter,
 };

@@ -12,10 +12,11 @@ export interface TokenBucketSpec {
 /**
  * Window algorithms: at most `limit` units per `windowMs`. `fixed_window` counts per aligned
  * window (cheap, allows up to 2 × limit across a boundary); `sliding_window` keeps an exact log
- * of the window (exact, memory grows with the limit: for small limits such as logins).
+ * of the window (exact, memory grows with the limit: for small limits such as logins);
+ * `sliding_window_counter` weighs two fixed windows (O(1) memory, approximate: large limits).
  */
 export interface WindowSpec {
-  algorithm: "fixed_window" | "sliding_window";
+  algorithm: "fixed_window" | "sliding_window" | "sliding_window_counter";
   name: string;
   limit: number;
   windowMs: number;

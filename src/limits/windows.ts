@@ -90,3 +90,69 @@ export function slidingWindowStep(
     ttlMs: Math.ceil(spec.windowMs) + 1000,
   };
 }
+
+/**
+ * Sliding window counter: two aligned fixed windows, the previous one weighted by the share of
+ * it that still overlaps the sliding window. O(1) memory whatever the limit, approximate
+ * (it assumes the previous window's requests were spread evenly): for large limits.
+ */
+export interface CounterState {
+  start: number;
+  prev: number;
+  cur: number;
+}
+
+export function slidingCounterStep(
+  state: CounterState | null,
+  nowMs: number,
+  spec: WindowSpec,
+  cost: number,
+): WindowStep<CounterState> {
+  const w = spec.windowMs;
+  const start = Math.floor(nowMs / w) * w;
+  let prev = 0;
+  let cur = 0;
+  if (state !== null) {
+    if (state.start === start) {
+      prev = state.prev;
+      cur = state.cur;
+    } else if (state.start === start - w) {
+      prev = state.cur;
+    }
+  }
+  const elapsed = nowMs - start;
+  const estimated = (prev * (w - elapsed)) / w + cur;
+  const resetMs = cur > 0 ? Math.ceil(start + 2 * w - nowMs) : prev > 0 ? Math.ceil(start + w - nowMs) : 0;
+  const available = Math.max(0, Math.floor(spec.limit - estimated));
+  if (estimated + cost > spec.limit) {
+    let retry: number;
+    if (cost > spec.limit) {
+      retry = 2 * w;
+    } else if (cur + cost <= spec.limit) {
+      // The previous window's weight decays until the request fits.
+      retry = w - elapsed - ((spec.limit - cur - cost) * w) / prev;
+    } else {
+      // Only the next window can fit it, once this window's count has decayed enough there.
+      retry = start + w - nowMs + (cur > 0 ? w * (1 - (spec.limit - cost) / cur) : 0);
+    }
+    const outcome = {
+      allowed: false,
+      remaining: available,
+      resetMs,
+      retryAfterMs: Math.max(1, Math.ceil(retry)),
+    };
+    return { outcome, uncharged: outcome, next: { start, prev, cur }, ttlMs: resetMs + 1000 };
+  }
+  const next = { start, prev, cur: cur + cost };
+  return {
+    outcome: {
+      allowed: true,
+      remaining: Math.max(0, Math.floor(spec.limit - estimated - cost)),
+      resetMs: Math.ceil(start + 2 * w - nowMs),
+      retryAfterMs: 0,
+    },
+    uncharged: { allowed: true, remaining: available, resetMs, retryAfterMs: 0 },
+    next,
+    ttlMs: Math.ceil(start + 2 * w - nowMs) + 1000,
+  };
+}

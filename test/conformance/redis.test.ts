@@ -168,6 +168,16 @@ describe("RedisStore specifics", () => {
             windowMs: s.windowMs,
           }),
         ),
+      fc
+        .record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 100, max: 3000 }) })
+        .map(
+          (s): LimitSpec => ({
+            algorithm: "sliding_window_counter",
+            name: "p.swc",
+            limit: s.limit,
+            windowMs: s.windowMs,
+          }),
+        ),
     );
     await fc.assert(
       fc.asyncProperty(

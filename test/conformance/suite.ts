@@ -190,6 +190,27 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       expect((await burst(T0 + 2000)).filter((r) => r.allowed)).toHaveLength(7);
     });
 
+    it("sliding window counter: the previous window counts by its remaining overlap", async () => {
+      const h = harness();
+      const key = freshKey("counter");
+      const counter: WindowSpec = {
+        algorithm: "sliding_window_counter",
+        name: "w.counter",
+        limit: 9,
+        windowMs: 1000,
+      };
+      const start = Math.ceil(T0 / 1000) * 1000;
+      const store = await h.store();
+      const at = (t: number) => store.check([{ key, spec: counter, cost: 1 }], start + t);
+      const first = [];
+      for (let i = 0; i < 10; i++) first.push((await at(500)).allowed);
+      expect(first.filter(Boolean)).toHaveLength(9);
+      // Half-way through the next window the previous 9 weigh 4.5: 4 more fit, not 5.
+      const second = [];
+      for (let i = 0; i < 6; i++) second.push((await at(1500)).allowed);
+      expect(second).toEqual([true, true, true, true, false, false]);
+    });
+
     it("window keys expire once irrelevant", async () => {
       const h = harness();
       const key = freshKey("window-ttl");

@@ -23,10 +23,12 @@ plans:
     routes:
       sliding: { algorithm: sliding_window, limit: 7, window: 2s }
       fixed: { algorithm: fixed_window, limit: 11, window: 1h }
+      counter: { algorithm: sliding_window_counter, limit: 9, window: 1h }
       bucket: { rate: 1/m, burst: 10 }
 routes:
   - { name: sliding, match: { path: /sliding }, upstream: api }
   - { name: fixed, match: { path: /fixed }, upstream: api }
+  - { name: counter, match: { path: /counter }, upstream: api }
   - { name: bucket, match: { path: /bucket }, upstream: api }
   - { name: default, match: { path: / }, upstream: api }
 `;
@@ -78,6 +80,10 @@ describe("200 concurrent requests over two instances admit exactly the limit", (
     );
   });
 
+  it("sliding_window_counter 9 per 1 h", async () => {
+    expect((await burst("/counter", "key-a")).filter((r) => r.status === 200)).toHaveLength(9);
+  });
+
   it("token bucket burst 10", async () => {
     expect((await burst("/bucket", "key-c")).filter((r) => r.status === 200)).toHaveLength(10);
   });
@@ -93,7 +99,7 @@ describe("200 concurrent requests over two instances admit exactly the limit", (
     const keys = await redis.client.keys("tollgate:*");
     expect(keys.length).toBeGreaterThan(0);
     for (const k of keys) {
-      expect(k).toMatch(/^tollgate:\{c:[abcd]\}:p\.(global|sliding|fixed|bucket)$/);
+      expect(k).toMatch(/^tollgate:\{c:[abcd]\}:p\.(global|sliding|fixed|counter|bucket)$/);
       expect(await redis.client.pttl(k)).toBeGreaterThan(0);
     }
   });

@@ -124,7 +124,7 @@ describe("config loading", () => {
       ),
     );
     expect(out).toEqual([
-      'gw.yaml:12:16: plans.free.routes.login: algorithm "leaky_bucket" is not supported yet by this version of tollgate; remove it, or use token_bucket, fixed_window or sliding_window',
+      'gw.yaml:12:16: plans.free.routes.login: algorithm "leaky_bucket" is not supported yet by this version of tollgate; remove it, or use token_bucket, sliding_window, sliding_window_counter or fixed_window',
     ]);
     expect(
       problems(BASE.replace("  url: memory://", "  url: memory://\n  cluster: [redis://127.0.0.1:7000]"))[0],
