@@ -4,7 +4,23 @@ export { compileRuntime, type Runtime } from "./config/compile.js";
 export { loadConfigFile, loadConfigText } from "./config/load.js";
 export { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
 export type { Config } from "./config/schema.js";
-export type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision, TokenBucketSpec } from "./limits/spec.js";
+export {
+  type CheckOptions,
+  type CreateLimiterOptions,
+  createLimiter,
+  type LimitDefinition,
+  type Limiter,
+  type LimiterDecision,
+  type LimitResult,
+} from "./limits/create-limiter.js";
+export type {
+  LimitCheck,
+  LimitOutcome,
+  LimitSpec,
+  StoreDecision,
+  TokenBucketSpec,
+  WindowSpec,
+} from "./limits/spec.js";
 export type { Store } from "./limits/store.js";
 export { MemoryStore, type MemoryStoreOptions } from "./limits/stores/memory.js";
 export { RedisStore, type RedisStoreOptions } from "./limits/stores/redis.js";

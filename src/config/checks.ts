@@ -155,8 +155,8 @@ function checkLimit(
         add(path, `${key} does not apply to ${algorithm} (it takes limit + window)`, key);
     }
     if (limit.limit === undefined) add(path, "limit is missing (e.g. limit: 5)");
-    else if (limit.limit === 0) add(path, `limit: 0 ${NOT_YET}`, "limit");
-    if (limit.window === undefined) add(path, "window is missing (e.g. window: 15m)");
+    // limit: 0 denies everything, whatever the window; it needs none.
+    if (limit.window === undefined && limit.limit !== 0) add(path, "window is missing (e.g. window: 15m)");
     else if (limit.window === 0) add(path, "window must be longer than 0", "window");
     return;
   }
@@ -184,8 +184,7 @@ function checkLimit(
     if (limit.rate && limit.rate.count <= 0) add(path, "rate must be more than 0", "rate");
     if (limit.burst === 0) add(path, "burst must be at least 1", "burst");
   } else if (windowForm) {
-    if (limit.limit === 0) add(path, `limit: 0 ${NOT_YET}`, "limit");
-    else if (limit.limit === undefined) add(path, "limit is missing (e.g. limit: 100)");
+    if (limit.limit === undefined) add(path, "limit is missing (e.g. limit: 100)");
     if (limit.window === undefined && limit.limit !== 0) add(path, "window is missing (e.g. window: 1h)");
     if (limit.window === 0) add(path, "window must be longer than 0", "window");
   } else {

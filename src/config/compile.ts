@@ -81,8 +81,16 @@ export interface Runtime {
 
 export const ANONYMOUS_PLAN = "anonymous";
 
+/** The window a `limit: 0` reports as its reset when it names none: it never admits anyway. */
+const DENY_WINDOW_MS = 3_600_000;
+
 export function compileLimit(name: string, limit: LimitConfig): LimitSpec | null {
   if (limit.unlimited) return null;
+  // limit: 0 denies every request. A zero-limit fixed window says exactly that in both stores,
+  // with no special path: nothing is ever consumed and every request is a 429.
+  if (limit.limit === 0) {
+    return { algorithm: "fixed_window", name, limit: 0, windowMs: limit.window ?? DENY_WINDOW_MS };
+  }
   if (
     limit.algorithm === "fixed_window" ||
     limit.algorithm === "sliding_window" ||

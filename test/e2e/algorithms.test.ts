@@ -17,6 +17,9 @@ clients:
   - { id: b, key: key-b, plan: p }
   - { id: c, key: key-c, plan: p }
   - { id: d, key: key-d, plan: p }
+  - { id: t1, key: key-t1, plan: team, tenant: acme }
+  - { id: t2, key: key-t2, plan: team, tenant: acme }
+  - { id: t3, key: key-t3, plan: team, tenant: other }
 plans:
   p:
     global: { rate: 1/h, burst: 1000 }
@@ -25,11 +28,18 @@ plans:
       fixed: { algorithm: fixed_window, limit: 11, window: 1h }
       counter: { algorithm: sliding_window_counter, limit: 9, window: 1h }
       bucket: { rate: 1/m, burst: 10 }
+      costly: { rate: 1/m, burst: 10 }
+      closed-door: { limit: 0 }
+  team:
+    global: { rate: 1/h, burst: 1000 }
+    tenant: { rate: 1/h, burst: 30 }
 routes:
   - { name: sliding, match: { path: /sliding }, upstream: api }
   - { name: fixed, match: { path: /fixed }, upstream: api }
   - { name: counter, match: { path: /counter }, upstream: api }
   - { name: bucket, match: { path: /bucket }, upstream: api }
+  - { name: costly, match: { path: /costly }, upstream: api, cost: 4 }
+  - { name: closed-door, match: { path: /closed-door }, upstream: api }
   - { name: default, match: { path: / }, upstream: api }
 `;
 
@@ -95,11 +105,58 @@ describe("200 concurrent requests over two instances admit exactly the limit", (
     expect(r.headers.ratelimit).toContain('"p.global";r=992');
   });
 
+  it("cost 4 against burst 10: exactly 2 admitted", async () => {
+    const replies = await burst("/costly", "key-c");
+    expect(replies.filter((r) => r.status === 200)).toHaveLength(2);
+  });
+
+  it("limit: 0 denies every request and consumes nothing", async () => {
+    const globalLeft = async () =>
+      Number(
+        /"p\.global";r=(\d+)/.exec(
+          String(
+            (await send(a.url, { path: "/other", headers: { "x-api-key": "key-b" } })).headers.ratelimit,
+          ),
+        )?.[1],
+      );
+    const before = await globalLeft();
+    const replies = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        send(a.url, { path: "/closed-door", headers: { "x-api-key": "key-b" } }),
+      ),
+    );
+    expect(replies.every((r) => r.status === 429)).toBe(true);
+    expect(replies[0]!.json()).toMatchObject({ "violated-policies": ["p.closed-door"] });
+    // Only the second probe itself was charged to p.global; the 20 denials took nothing.
+    expect(await globalLeft()).toBe(before - 1);
+  });
+
+  it("a tenant limit of 30 is shared by two clients of one tenant; another tenant is unaffected", async () => {
+    const replies = await Promise.all(
+      Array.from({ length: 80 }, (_, i) =>
+        send(i % 2 ? b.url : a.url, {
+          path: "/t",
+          headers: { "x-api-key": i % 4 < 2 ? "key-t1" : "key-t2" },
+        }),
+      ),
+    );
+    expect(replies.filter((r) => r.status === 200)).toHaveLength(30);
+    expect(replies.find((r) => r.status === 429)!.json()).toMatchObject({
+      "violated-policies": ["team.tenant"],
+    });
+    const other = await Promise.all(
+      Array.from({ length: 10 }, () => send(a.url, { path: "/t", headers: { "x-api-key": "key-t3" } })),
+    );
+    expect(other.every((r) => r.status === 200)).toBe(true);
+  });
+
   it("keys carry the caller's hash tag and a TTL", async () => {
     const keys = await redis.client.keys("tollgate:*");
     expect(keys.length).toBeGreaterThan(0);
     for (const k of keys) {
-      expect(k).toMatch(/^tollgate:\{c:[abcd]\}:p\.(global|sliding|fixed|counter|bucket)$/);
+      expect(k).toMatch(
+        /^tollgate:(\{c:[abcd]\}:p\.(global|sliding|fixed|counter|bucket|costly)|\{t:(acme|other)\}:(c:t[123]:team\.global|team\.tenant))$/,
+      );
       expect(await redis.client.pttl(k)).toBeGreaterThan(0);
     }
   });
