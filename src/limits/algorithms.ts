@@ -75,6 +75,18 @@ const slidingCounter: Algorithm = {
   },
 };
 
+/**
+ * A forced debit (post-charge): the algorithm's own step with an unbounded quota always admits,
+ * so its next state is the debit, even past the limit (debt). The Lua side does the same.
+ */
+export function chargeStep(state: unknown, nowMs: number, spec: LimitSpec, units: number): AlgorithmStep {
+  const unbounded: LimitSpec =
+    spec.algorithm === "token_bucket"
+      ? { ...spec, burst: Number.POSITIVE_INFINITY }
+      : { ...spec, limit: Number.POSITIVE_INFINITY };
+  return ALGORITHMS[spec.algorithm].step(state, nowMs, unbounded, units);
+}
+
 export const ALGORITHMS: Readonly<Record<LimitSpec["algorithm"], Algorithm>> = {
   token_bucket: tokenBucket,
   fixed_window: fixedWindow,

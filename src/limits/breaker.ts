@@ -76,6 +76,12 @@ export class BreakerStore implements Store {
     });
   }
 
+  /** A post-charge is bookkeeping after the fact: not counted by the breaker, but refused while it is open. */
+  charge(checks: readonly LimitCheck[], nowMs?: number): Promise<void> {
+    if (this.stateValue === 2) return Promise.reject(new BreakerOpenError());
+    return this.inner.charge(checks, nowMs);
+  }
+
   ping(): Promise<void> {
     return this.inner.ping();
   }

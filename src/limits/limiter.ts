@@ -19,7 +19,7 @@ export type DegradedReason = "timeout" | "connection" | "script" | "breaker_open
 export type LimitDecision =
   | { kind: "unlimited" }
   /** `degraded` is set when the in-process fallback decided (on_failure: local). */
-  | { kind: "allowed"; applied: AppliedLimit[]; degraded?: DegradedReason }
+  | { kind: "allowed"; applied: AppliedLimit[]; checks: LimitCheck[]; degraded?: DegradedReason }
   | {
       kind: "denied";
       applied: AppliedLimit[];
@@ -141,6 +141,23 @@ export class Limiter {
     }
     return toDecision(checks, decision);
   }
+
+  /**
+   * Debits `extraUnits` more from the limits a request was admitted under (the upstream's
+   * Tollgate-Cost beyond the route's cost). Resolves either way: a failed debit is reported,
+   * never turned into a failed response.
+   */
+  async postCharge(
+    checks: readonly LimitCheck[],
+    extraUnits: number,
+  ): Promise<{ ok: true } | { ok: false; reason: DegradedReason }> {
+    try {
+      await this.store.charge(checks.map((c) => ({ ...c, cost: extraUnits })));
+      return { ok: true };
+    } catch (err) {
+      return { ok: false, reason: classifyStoreError(err) };
+    }
+  }
 }
 
 function toDecision(
@@ -149,8 +166,11 @@ function toDecision(
   degraded?: DegradedReason,
 ): LimitDecision {
   const applied = checks.map((c, i) => ({ spec: c.spec, outcome: decision.outcomes[i]! }));
-  if (decision.allowed)
-    return degraded ? { kind: "allowed", applied, degraded } : { kind: "allowed", applied };
+  if (decision.allowed) {
+    return degraded
+      ? { kind: "allowed", applied, checks: [...checks], degraded }
+      : { kind: "allowed", applied, checks: [...checks] };
+  }
   const violated = applied.filter((a) => !a.outcome.allowed);
   const retryAfterMs = Math.max(...violated.map((v) => v.outcome.retryAfterMs));
   return degraded

@@ -9,6 +9,11 @@ export interface Store {
    * never a rejection.
    */
   check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision>;
+  /**
+   * Debits `cost` units from every limit whatever is left (post-charge); a limit may go into
+   * debt. Rejects when the store cannot answer.
+   */
+  charge(checks: readonly LimitCheck[], nowMs?: number): Promise<void>;
   /** Resolves when the store answers; readiness uses it. */
   ping(): Promise<void>;
   /** Whether the store is believed reachable right now, without a round trip. */

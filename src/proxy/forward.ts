@@ -27,6 +27,12 @@ export interface ForwardRequest {
   withBody: boolean;
   /** Added to the client response (rate-limit headers, request id). */
   responseHeaders: Record<string, string>;
+  /**
+   * Called with the upstream's response headers before anything reaches the client; a promise
+   * holds the response (upstream paused, early body chunks kept) until it settles. Post-charges
+   * use it so the debit is committed before the client sees the response.
+   */
+  holdHead?: (headers: Record<string, string | string[] | undefined>) => Promise<unknown> | null;
   onDone: (result: ForwardResult) => void;
 }
 
@@ -89,29 +95,62 @@ export function forward(f: ForwardRequest): void {
   };
   res.once("close", onClientClose);
   const resume = () => controller?.resume();
+  // While holdHead's promise is pending: body chunks that already arrived, and whether the
+  // upstream response already ended.
+  let held: Buffer[] | null = null;
+  let endedWhileHeld = false;
+  const endResponse = () => {
+    res.end();
+    res.off("close", onClientClose);
+    finish({ status });
+  };
 
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart(c) {
       controller = c;
       if (res.destroyed) c.abort(new ClientGoneError());
     },
-    onResponseStart(_c, statusCode, headers) {
+    onResponseStart(c, statusCode, headers) {
       if (statusCode < 200) return; // 1xx: Node answers 100-continue to the client itself
       status = statusCode;
-      const out = clientResponseHeaders(headers);
-      for (const name in f.responseHeaders) out[name] = f.responseHeaders[name]!;
-      res.writeHead(statusCode, out);
+      const writeHead = () => {
+        const out = clientResponseHeaders(headers);
+        for (const name in f.responseHeaders) out[name] = f.responseHeaders[name]!;
+        res.writeHead(statusCode, out);
+      };
+      const hold = f.holdHead?.(headers);
+      if (!hold) {
+        writeHead();
+        return;
+      }
+      held = [];
+      c.pause();
+      void hold.finally(() => {
+        if (res.destroyed) return;
+        writeHead();
+        const chunks = held ?? [];
+        held = null;
+        for (const chunk of chunks) res.write(chunk);
+        if (endedWhileHeld) endResponse();
+        else c.resume();
+      });
     },
     onResponseData(c, chunk) {
+      if (held) {
+        held.push(chunk);
+        return;
+      }
       if (!res.write(chunk)) {
         c.pause();
         res.once("drain", resume);
       }
     },
     onResponseEnd() {
-      res.end();
-      res.off("close", onClientClose);
-      finish({ status });
+      if (held) {
+        endedWhileHeld = true;
+        return;
+      }
+      endResponse();
     },
     onResponseError(_c, err) {
       if (err instanceof ClientGoneError || res.destroyed) {

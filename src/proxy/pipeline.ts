@@ -13,10 +13,11 @@ import { type Caller, identifyCaller } from "../identity/caller.js";
 import { resolveClientIp } from "../identity/forwarded.js";
 import { ipKeyFor, type Peer, socketPeer } from "../identity/peer.js";
 import type { DegradedReason, LimitDecision, Limiter } from "../limits/limiter.js";
-import { type LimitSpec, windowMs } from "../limits/spec.js";
+import { type LimitCheck, type LimitSpec, windowMs } from "../limits/spec.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { forward } from "./forward.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
+import { extraUnits } from "./post-charge.js";
 import type { UpstreamPools } from "./upstreams.js";
 
 export interface PipelineDeps {
@@ -194,6 +195,8 @@ export function createPipeline(deps: PipelineDeps) {
           log.decision = exempt ? "exempt" : "allowed";
           break;
       }
+      // Only requests decided by the shared store are post-charged there.
+      const chargeable = decision.kind === "allowed" && !decision.degraded ? decision.checks : null;
       forwardAllowed(
         rt,
         req,
@@ -205,6 +208,7 @@ export function createPipeline(deps: PipelineDeps) {
         peerTrusted,
         target.path + target.query,
         responseHeaders,
+        chargeable,
       );
     };
 
@@ -298,6 +302,7 @@ export function createPipeline(deps: PipelineDeps) {
     peerTrusted: boolean,
     pathAndQuery: string,
     responseHeaders: Record<string, string>,
+    chargeable: LimitCheck[] | null,
   ) {
     const upstream = route.upstream;
     const headers = upstreamRequestHeaders(req.rawHeaders, req.headers, {
@@ -322,6 +327,23 @@ export function createPipeline(deps: PipelineDeps) {
       headers,
       withBody: hasBody(req.headers),
       responseHeaders,
+      holdHead: chargeable
+        ? (upstreamHeaders) => {
+            const extra = extraUnits(upstreamHeaders["tollgate-cost"], route.cost);
+            if (extra === 0) return null;
+            return deps
+              .limiter()
+              .postCharge(chargeable, extra)
+              .then((r) => {
+                if (r.ok) return;
+                metrics.storeErrors.labels(r.reason).inc();
+                logger.warn(
+                  { request_id: log.requestId, units: extra, reason: r.reason },
+                  "post-charge not recorded",
+                );
+              });
+          }
+        : undefined,
       onDone: (result) => {
         const seconds = (performance.now() - started) / 1000;
         metrics.observeUpstream(upstream.name, seconds);

@@ -211,6 +211,39 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       expect(second).toEqual([true, true, true, true, false, false]);
     });
 
+    it("post-charge: a first request charged 15 in all against burst 20 leaves exactly 5; debt is waited out", async () => {
+      const h = harness();
+      const key = freshKey("charge");
+      const store = await h.store();
+      const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "c.tb", burst: 20, intervalMs: 100 };
+      expect((await store.check([{ key, spec, cost: 1 }], T0)).outcomes[0]!.remaining).toBe(19);
+      await store.charge([{ key, spec, cost: 14 }], T0);
+      expect((await store.check([{ key, spec, cost: 5 }], T0)).outcomes[0]).toMatchObject({
+        allowed: true,
+        remaining: 0,
+      });
+      // Into debt: 10 more than is left. The next unit fits only once 10 + 1 tokens came back.
+      await store.charge([{ key, spec, cost: 10 }], T0);
+      expect((await store.check([{ key, spec, cost: 1 }], T0)).outcomes[0]).toMatchObject({
+        allowed: false,
+        retryAfterMs: 1100,
+      });
+      expect((await store.check([{ key, spec, cost: 1 }], T0 + 1100)).allowed).toBe(true);
+    });
+
+    it("post-charge on windows adds units past the limit", async () => {
+      const h = harness();
+      const store = await h.store();
+      for (const algorithm of ["fixed_window", "sliding_window", "sliding_window_counter"] as const) {
+        const key = freshKey(`charge-${algorithm}`);
+        const spec: WindowSpec = { algorithm, name: `c.${algorithm}`, limit: 10, windowMs: 60_000 };
+        const start = Math.ceil(T0 / 60_000) * 60_000;
+        await store.check([{ key, spec, cost: 1 }], start);
+        await store.charge([{ key, spec, cost: 12 }], start);
+        expect((await store.check([{ key, spec, cost: 1 }], start)).allowed, algorithm).toBe(false);
+      }
+    });
+
     it("window keys expire once irrelevant", async () => {
       const h = harness();
       const key = freshKey("window-ttl");

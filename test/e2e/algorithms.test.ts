@@ -30,6 +30,7 @@ plans:
       bucket: { rate: 1/m, burst: 10 }
       costly: { rate: 1/m, burst: 10 }
       closed-door: { limit: 0 }
+      llm: { rate: 1/h, burst: 20 }
   team:
     global: { rate: 1/h, burst: 1000 }
     tenant: { rate: 1/h, burst: 30 }
@@ -40,6 +41,7 @@ routes:
   - { name: bucket, match: { path: /bucket }, upstream: api }
   - { name: costly, match: { path: /costly }, upstream: api, cost: 4 }
   - { name: closed-door, match: { path: /closed-door }, upstream: api }
+  - { name: llm, match: { path: /llm }, upstream: api }
   - { name: default, match: { path: / }, upstream: api }
 `;
 
@@ -150,12 +152,29 @@ describe("200 concurrent requests over two instances admit exactly the limit", (
     expect(other.every((r) => r.status === 200)).toBe(true);
   });
 
+  it("post-charge: a first request charged Tollgate-Cost: 15 against burst 20 leaves exactly 5", async () => {
+    upstream.handle = (_req, res) => {
+      res.writeHead(200, { "tollgate-cost": "15", "content-type": "text/plain" });
+      // Body chunks may arrive while the debit is being committed: none may be lost.
+      res.write("tokens:");
+      setTimeout(() => res.end("15"), 20);
+    };
+    const first = await send(a.url, { path: "/llm", headers: { "x-api-key": "key-d" } });
+    upstream.handle = null;
+    expect(first.status).toBe(200);
+    expect(first.body).toBe("tokens:15");
+    expect(first.headers["tollgate-cost"]).toBeUndefined();
+    // 20 - 15 = 5 left: the next request (cost 1, no post-charge) leaves 4, on the other instance.
+    const next = await send(b.url, { path: "/llm", headers: { "x-api-key": "key-d" } });
+    expect(next.headers.ratelimit).toContain('"p.llm";r=4');
+  });
+
   it("keys carry the caller's hash tag and a TTL", async () => {
     const keys = await redis.client.keys("tollgate:*");
     expect(keys.length).toBeGreaterThan(0);
     for (const k of keys) {
       expect(k).toMatch(
-        /^tollgate:(\{c:[abcd]\}:p\.(global|sliding|fixed|counter|bucket|costly)|\{t:(acme|other)\}:(c:t[123]:team\.global|team\.tenant))$/,
+        /^tollgate:(\{c:[abcd]\}:p\.(global|sliding|fixed|counter|bucket|costly|llm)|\{t:(acme|other)\}:(c:t[123]:team\.global|team\.tenant))$/,
       );
       expect(await redis.client.pttl(k)).toBeGreaterThan(0);
     }

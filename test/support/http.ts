@@ -1,6 +1,6 @@
 // Raw HTTP for tests: node:http sends the path exactly as written (fetch would normalise the
 // very spellings the bypass tests need), and every response body is read in full.
-import { type IncomingHttpHeaders, request } from "node:http";
+import { type Agent, type IncomingHttpHeaders, request } from "node:http";
 
 export interface Reply {
   status: number;
@@ -16,6 +16,8 @@ export interface SendOptions {
   headers?: Record<string, string | string[]>;
   body?: string | Buffer;
   timeoutMs?: number;
+  /** A keep-alive agent whose sockets are already open; default: a new connection. */
+  agent?: Agent;
 }
 
 export function send(base: string, options: SendOptions = {}): Promise<Reply> {
@@ -29,7 +31,7 @@ export function send(base: string, options: SendOptions = {}): Promise<Reply> {
         method: options.method ?? "GET",
         path: options.path ?? "/",
         headers: options.headers,
-        agent: false,
+        agent: options.agent ?? false,
         timeout: options.timeoutMs ?? 10_000,
       },
       (res) => {

@@ -20,6 +20,7 @@ class ScriptedStore implements Store {
       outcomes: [{ allowed: false, remaining: 0, resetMs: 1000, retryAfterMs: 1000 }],
     };
   }
+  async charge(): Promise<void> {}
   async ping(): Promise<void> {}
   isConnected(): boolean {
     return !this.failing;

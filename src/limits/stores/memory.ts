@@ -1,6 +1,6 @@
 // The embedded store for `memory://` (one instance) and, later, the local failure fallback.
 // It runs the same arithmetic as the Redis scripts (algorithms.ts) on a bounded map.
-import { ALGORITHMS } from "../algorithms.js";
+import { ALGORITHMS, chargeStep } from "../algorithms.js";
 import type { LimitCheck, StoreDecision } from "../spec.js";
 import type { Store } from "../store.js";
 
@@ -60,6 +60,17 @@ export class MemoryStore implements Store {
         this.write(checks[i]!.key, steps[i]!.nextState, nowMs + steps[i]!.ttlMs);
     }
     return { allowed, outcomes: steps.map((s) => (allowed ? s.outcome : s.uncharged)) };
+  }
+
+  async charge(checks: readonly LimitCheck[], nowMs?: number): Promise<void> {
+    this.chargeSync(checks, nowMs);
+  }
+
+  chargeSync(checks: readonly LimitCheck[], nowMs: number = this.now()): void {
+    for (const c of checks) {
+      const step = chargeStep(this.read(c.key, nowMs), nowMs, c.spec, c.cost);
+      this.write(c.key, step.nextState, nowMs + step.ttlMs);
+    }
   }
 
   /** Current state of a key, or null when absent or expired (for tests and the admin API). */

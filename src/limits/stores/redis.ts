@@ -8,7 +8,7 @@ import { Redis, type RedisOptions } from "ioredis";
 import { ALGORITHMS } from "../algorithms.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../spec.js";
 import type { Store } from "../store.js";
-import { CHECK_SCRIPT } from "./scripts.js";
+import { CHARGE_SCRIPT, CHECK_SCRIPT } from "./scripts.js";
 
 export interface RedisStoreOptions {
   url: string;
@@ -52,6 +52,7 @@ export class RedisStore implements Store {
   readonly kind = "redis";
   readonly client: Redis;
   private readonly runCheck: CheckCommand;
+  private readonly runCharge: CheckCommand;
   private readonly timeoutMs: number;
   private open: Batch | null = null;
 
@@ -72,6 +73,10 @@ export class RedisStore implements Store {
     // Redis has an empty script cache), so the script is loaded once per server, not per call.
     this.client.defineCommand("tollgateCheck", { lua: CHECK_SCRIPT });
     this.runCheck = (this.client as unknown as { tollgateCheck: CheckCommand }).tollgateCheck.bind(
+      this.client,
+    );
+    this.client.defineCommand("tollgateCharge", { lua: CHARGE_SCRIPT });
+    this.runCharge = (this.client as unknown as { tollgateCharge: CheckCommand }).tollgateCharge.bind(
       this.client,
     );
   }
@@ -155,6 +160,30 @@ export class RedisStore implements Store {
     clearTimeout(batch.timer);
     if (this.open === batch) this.open = null;
     for (const item of batch.items) item.reject(err);
+  }
+
+  /** Post-charges are rare (one per response carrying Tollgate-Cost): not coalesced. */
+  charge(checks: readonly LimitCheck[], nowMs?: number): Promise<void> {
+    const args: (string | number)[] = checks.map((c) => c.key);
+    args.push(nowMs === undefined ? "" : nowMs);
+    for (const c of checks) {
+      const algorithm = ALGORITHMS[c.spec.algorithm];
+      const [p1, p2] = algorithm.scriptParams(c.spec);
+      args.push(algorithm.code, p1, p2, c.cost);
+    }
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new StoreTimeoutError(this.timeoutMs)), this.timeoutMs);
+      this.runCharge(checks.length, ...args).then(
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
   }
 
   async ping(): Promise<void> {

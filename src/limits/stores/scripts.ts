@@ -19,3 +19,6 @@ export function sha1(text: string): string {
 }
 
 export const CHECK_SCRIPT = composeScript(CHECK_SCRIPT_PARTS);
+
+/** The post-charge script: the same algorithm fragments, a forced debit as entry. */
+export const CHARGE_SCRIPT = composeScript(["token_bucket.lua", "windows.lua", "charge.lua"]);
