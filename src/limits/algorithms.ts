@@ -8,6 +8,7 @@ import {
   fixedWindowStep,
   slidingCounterStep,
   slidingWindowStep,
+  type WindowStep,
 } from "./windows.js";
 
 export interface AlgorithmStep {
@@ -43,37 +44,23 @@ const tokenBucket: Algorithm = {
   },
 };
 
-const windowParams = (spec: LimitSpec): [number, number] => {
-  const s = spec as WindowSpec;
-  return [s.limit, s.windowMs];
-};
-
-const fixedWindow: Algorithm = {
-  code: 2,
-  scriptParams: windowParams,
-  step(state, nowMs, spec, cost) {
-    const r = fixedWindowStep(state as FixedWindowState | null, nowMs, spec as WindowSpec, cost);
-    return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
-  },
-};
-
-const slidingWindow: Algorithm = {
-  code: 3,
-  scriptParams: windowParams,
-  step(state, nowMs, spec, cost) {
-    const r = slidingWindowStep(state as number[] | null, nowMs, spec as WindowSpec, cost);
-    return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
-  },
-};
-
-const slidingCounter: Algorithm = {
-  code: 4,
-  scriptParams: windowParams,
-  step(state, nowMs, spec, cost) {
-    const r = slidingCounterStep(state as CounterState | null, nowMs, spec as WindowSpec, cost);
-    return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
-  },
-};
+/** Window algorithms share their arguments (limit, window) and their step's shape. */
+function windowAlgorithm<S>(
+  code: number,
+  step: (state: S | null, nowMs: number, spec: WindowSpec, cost: number) => WindowStep<S>,
+): Algorithm {
+  return {
+    code,
+    scriptParams: (spec) => {
+      const s = spec as WindowSpec;
+      return [s.limit, s.windowMs];
+    },
+    step(state, nowMs, spec, cost) {
+      const r = step(state as S | null, nowMs, spec as WindowSpec, cost);
+      return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
+    },
+  };
+}
 
 /**
  * A forced debit (post-charge): the algorithm's own step with an unbounded quota always admits,
@@ -89,7 +76,7 @@ export function chargeStep(state: unknown, nowMs: number, spec: LimitSpec, units
 
 export const ALGORITHMS: Readonly<Record<LimitSpec["algorithm"], Algorithm>> = {
   token_bucket: tokenBucket,
-  fixed_window: fixedWindow,
-  sliding_window: slidingWindow,
-  sliding_window_counter: slidingCounter,
+  fixed_window: windowAlgorithm<FixedWindowState>(2, fixedWindowStep),
+  sliding_window: windowAlgorithm<number[]>(3, slidingWindowStep),
+  sliding_window_counter: windowAlgorithm<CounterState>(4, slidingCounterStep),
 };
