@@ -21,7 +21,7 @@ for i = 1, #KEYS do
   local k = KEYS[i]
   if algorithm == 1 then
     local _, nxt = token_bucket_step(tonumber(redis.call('GET', k)), now, math.huge, p2, cost)
-    redis.call('SET', k, string.format('%.17g', nxt), 'PX', math.ceil(nxt - now) + 1000)
+    token_bucket_commit(k, nxt, now)
   elseif algorithm == 2 then
     local _, pending = fixed_window_step(redis.call('GET', k), now, math.huge, p2, cost)
     fixed_window_commit(k, pending)

@@ -75,8 +75,7 @@ for _ = 1, tonumber(ARGV[1]) do
       local k = KEYS[key + i - 1]
       local algorithm, nxt, window, cost = pending[i][1], pending[i][2], pending[i][3], pending[i][4]
       if algorithm == 1 then
-        -- TTL: until the bucket is full again, plus a second; then the key is irrelevant.
-        redis.call('SET', k, string.format('%.17g', nxt), 'PX', math.ceil(nxt - now) + 1000)
+        token_bucket_commit(k, nxt, now)
       elseif algorithm == 2 or algorithm == 4 then
         fixed_window_commit(k, nxt)
       else

@@ -22,3 +22,8 @@ local function token_bucket_step(tat, now, burst, interval, cost)
   if remaining < 0 then remaining = 0 end
   return true, next_tat, remaining, math.ceil(next_tat - now), 0, available_now, reset_now
 end
+
+-- Stores the new TAT; the key lives until the bucket is full again, plus a second.
+local function token_bucket_commit(key, next_tat, now)
+  redis.call('SET', key, string.format('%.17g', next_tat), 'PX', math.ceil(next_tat - now) + 1000)
+end

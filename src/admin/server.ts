@@ -4,6 +4,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Runtime } from "../config/compile.js";
 import { formatProblem } from "../config/problems.js";
+import { withDeadline } from "../deadline.js";
 import type { Store } from "../limits/store.js";
 import type { ReloadResult } from "../server.js";
 import type { Metrics } from "./metrics.js";
@@ -35,28 +36,13 @@ export interface Readiness {
 export async function readiness(rt: Runtime, store: Store): Promise<Readiness> {
   const failsClosed = rt.routeList.some((r) => r.onFailure === "closed");
   try {
-    await withTimeout(store.ping(), Math.max(rt.store.timeoutMs, 250));
+    const ms = Math.max(rt.store.timeoutMs, 250);
+    await withDeadline(store.ping(), ms, () => new Error(`no answer within ${ms} ms`));
     return { ready: true };
   } catch (err) {
     const reason = `the limit store does not answer: ${(err as Error).message}`;
     return failsClosed ? { ready: false, reason } : { ready: true, reason: `${reason} (routes fail open)` };
   }
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-    promise.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(timer);
-        reject(e);
-      },
-    );
-  });
 }
 
 function problem(

@@ -160,16 +160,11 @@ export class Limiter {
   }
 }
 
-function toDecision(
-  checks: readonly LimitCheck[],
-  decision: StoreDecision,
-  degraded?: DegradedReason,
-): LimitDecision {
+/** `checks` is the request's own array (built per request), kept for a post-charge, not copied. */
+function toDecision(checks: LimitCheck[], decision: StoreDecision, degraded?: DegradedReason): LimitDecision {
   const applied = checks.map((c, i) => ({ spec: c.spec, outcome: decision.outcomes[i]! }));
   if (decision.allowed) {
-    return degraded
-      ? { kind: "allowed", applied, checks: [...checks], degraded }
-      : { kind: "allowed", applied, checks: [...checks] };
+    return degraded ? { kind: "allowed", applied, checks, degraded } : { kind: "allowed", applied, checks };
   }
   const violated = applied.filter((a) => !a.outcome.allowed);
   const retryAfterMs = Math.max(...violated.map((v) => v.outcome.retryAfterMs));

@@ -1,10 +1,10 @@
 // Each algorithm through two gateway processes sharing one Redis: 200 concurrent requests admit
 // exactly the limit, and a route limit combines with the global one all-or-nothing.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GatewayProcess, spawnGateway } from "../support/gateway.js";
+import { type GatewayProcess, type SharedRedisSetup, startTwoInstances } from "../support/gateway.js";
 import { send } from "../support/http.js";
-import { type RedisProcess, startRedis } from "../support/redis.js";
-import { startUpstream, type TestUpstream } from "../support/upstream.js";
+import type { RedisProcess } from "../support/redis.js";
+import type { TestUpstream } from "../support/upstream.js";
 
 const config = (redisUrl: string, upstreamUrl: string) => `
 listen: 127.0.0.1:0
@@ -45,23 +45,18 @@ routes:
   - { name: default, match: { path: / }, upstream: api }
 `;
 
+let setup: SharedRedisSetup;
 let redis: RedisProcess;
 let upstream: TestUpstream;
 let a: GatewayProcess;
 let b: GatewayProcess;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  upstream = await startUpstream();
-  [a, b] = await Promise.all([
-    spawnGateway(config(redis.url, upstream.url)),
-    spawnGateway(config(redis.url, upstream.url)),
-  ]);
+  setup = await startTwoInstances(config);
+  ({ redis, upstream, a, b } = setup);
 });
 afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
-  await upstream.close();
-  await redis.stop();
+  await setup?.stop();
 });
 
 const burst = async (path: string, key: string) => {

@@ -2,11 +2,16 @@
 // built CLI, as operators run it.
 import { Agent } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GatewayProcess, spawnGateway } from "../support/gateway.js";
+import {
+  type GatewayProcess,
+  type SharedRedisSetup,
+  spawnGateway,
+  startTwoInstances,
+} from "../support/gateway.js";
 import { type Reply, send } from "../support/http.js";
 import { freePort } from "../support/ports.js";
-import { type RedisProcess, startRedis } from "../support/redis.js";
-import { startUpstream, type TestUpstream } from "../support/upstream.js";
+import type { RedisProcess } from "../support/redis.js";
+import type { TestUpstream } from "../support/upstream.js";
 
 const clients = Array.from({ length: 8 }, (_, i) => `  - { id: c${i}, key: key-${i}, plan: lab }`).join("\n");
 
@@ -25,18 +30,15 @@ routes:
   - { name: default, match: { path: / }, upstream: api }
 ${extra}`;
 
+let setup: SharedRedisSetup;
 let redis: RedisProcess;
 let upstream: TestUpstream;
 let a: GatewayProcess;
 let b: GatewayProcess;
 
 beforeAll(async () => {
-  redis = await startRedis();
-  upstream = await startUpstream();
-  [a, b] = await Promise.all([
-    spawnGateway(config(redis.url, upstream.url)),
-    spawnGateway(config(redis.url, upstream.url)),
-  ]);
+  setup = await startTwoInstances(config);
+  ({ redis, upstream, a, b } = setup);
   // Warm both processes (JIT, Redis connection, upstream pool) on a key no test uses: with a
   // refill of one token per 200 ms, a cold first request could otherwise let a token back in.
   for (let round = 0; round < 5; round++) {
@@ -44,9 +46,7 @@ beforeAll(async () => {
   }
 });
 afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
-  await upstream.close();
-  await redis.stop();
+  await setup?.stop();
 });
 
 const get = (gw: GatewayProcess, key: string, path = "/v1/x") =>

@@ -7,6 +7,8 @@ import { createInterface } from "node:readline";
 import { Writable } from "node:stream";
 import { createLogger } from "../../src/log.js";
 import { Gateway } from "../../src/server.js";
+import { type RedisProcess, startRedis } from "./redis.js";
+import { startUpstream, type TestUpstream } from "./upstream.js";
 
 export const CLI = new URL("../../dist/cli.js", import.meta.url).pathname;
 
@@ -107,6 +109,36 @@ export async function spawnGateway(yaml: string, env: Record<string, string> = {
     async stop(signal: NodeJS.Signals = "SIGTERM") {
       if (child.exitCode === null) child.kill(signal);
       return exited;
+    },
+  };
+}
+
+export interface SharedRedisSetup {
+  redis: RedisProcess;
+  upstream: TestUpstream;
+  /** Two gateway processes on the same config, sharing the Redis. */
+  a: GatewayProcess;
+  b: GatewayProcess;
+  stop(): Promise<void>;
+}
+
+/** A real Redis, a real upstream and two gateway CLI processes sharing them. */
+export async function startTwoInstances(
+  config: (redisUrl: string, upstreamUrl: string) => string,
+): Promise<SharedRedisSetup> {
+  const redis = await startRedis();
+  const upstream = await startUpstream();
+  const yaml = config(redis.url, upstream.url);
+  const [a, b] = await Promise.all([spawnGateway(yaml), spawnGateway(yaml)]);
+  return {
+    redis,
+    upstream,
+    a,
+    b,
+    async stop() {
+      await Promise.all([a.stop(), b.stop()]);
+      await upstream.close();
+      await redis.stop();
     },
   };
 }

@@ -5,6 +5,7 @@
 // into an immediate rejection that the failure policy answers, never a request parked in a queue.
 // Reconnection happens in the background with a capped backoff.
 import { Redis, type RedisOptions } from "ioredis";
+import { withDeadline } from "../../deadline.js";
 import { ALGORITHMS } from "../algorithms.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../spec.js";
 import type { Store } from "../store.js";
@@ -126,11 +127,7 @@ export class RedisStore implements Store {
     args.push(batch.items.length);
     for (const item of batch.items) {
       args.push(item.nowMs === undefined ? "" : item.nowMs, item.checks.length);
-      for (const c of item.checks) {
-        const algorithm = ALGORITHMS[c.spec.algorithm];
-        const [p1, p2] = algorithm.scriptParams(c.spec);
-        args.push(algorithm.code, p1, p2, c.cost);
-      }
+      pushLimitArgs(args, item.checks);
     }
     this.runCheck(batch.keys, ...args).then(
       (reply) => {
@@ -166,24 +163,12 @@ export class RedisStore implements Store {
   charge(checks: readonly LimitCheck[], nowMs?: number): Promise<void> {
     const args: (string | number)[] = checks.map((c) => c.key);
     args.push(nowMs === undefined ? "" : nowMs);
-    for (const c of checks) {
-      const algorithm = ALGORITHMS[c.spec.algorithm];
-      const [p1, p2] = algorithm.scriptParams(c.spec);
-      args.push(algorithm.code, p1, p2, c.cost);
-    }
-    return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new StoreTimeoutError(this.timeoutMs)), this.timeoutMs);
-      this.runCharge(checks.length, ...args).then(
-        () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      );
-    });
+    pushLimitArgs(args, checks);
+    return withDeadline(
+      this.runCharge(checks.length, ...args),
+      this.timeoutMs,
+      () => new StoreTimeoutError(this.timeoutMs),
+    ).then(() => undefined);
   }
 
   async ping(): Promise<void> {
@@ -215,6 +200,15 @@ export class RedisStore implements Store {
 
   async close(): Promise<void> {
     this.client.disconnect();
+  }
+}
+
+/** Per limit, the four script arguments both scripts take: algorithm code, param 1, param 2, cost. */
+function pushLimitArgs(args: (string | number)[], checks: readonly LimitCheck[]): void {
+  for (const c of checks) {
+    const algorithm = ALGORITHMS[c.spec.algorithm];
+    const [p1, p2] = algorithm.scriptParams(c.spec);
+    args.push(algorithm.code, p1, p2, c.cost);
   }
 }
 
