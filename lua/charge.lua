@@ -1,12 +1,13 @@
 -- Debits units after the fact (the upstream's Tollgate-Cost), whatever is left: a charge may
--- drive a limit into debt that later requests wait out. Each algorithm's step runs with an
--- unbounded quota, so it always admits, and its commit writes the new state.
+-- drive a limit into debt that later requests wait out. Each rate algorithm's step runs with an
+-- unbounded quota, so it always admits, and its commit writes the new state. A concurrency
+-- limit holds one slot whatever the request cost: it is left as it is.
 -- Composed after the algorithm files (see src/limits/stores/scripts.ts).
 --
 --   KEYS[i]   state key of limit i
 --   ARGV[1]   now in ms, or "" to read the Redis clock
 --   ARGV[2 + 4(i-1) ..] per limit i: algorithm code, param 1, param 2, units to debit
--- Reply: the number of limits charged.
+-- Reply: per limit, what a zero-cost check sees afterwards: remaining, reset_ms.
 
 local now = tonumber(ARGV[1])
 if now == nil then
@@ -14,25 +15,35 @@ if now == nil then
   now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 
+local reply = {}
 for i = 1, #KEYS do
   local at = 2 + (i - 1) * 4
   local algorithm = tonumber(ARGV[at])
-  local p2, cost = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  local p1, p2, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
   local k = KEYS[i]
-  if algorithm == 1 then
+  local remaining, reset
+  if algorithm == 1 or algorithm == 5 then
     local _, nxt = token_bucket_step(tonumber(redis.call('GET', k)), now, math.huge, p2, cost)
     token_bucket_commit(k, nxt, now)
+    remaining, reset = select(6, token_bucket_step(tonumber(redis.call('GET', k)), now, p1, p2, 0))
   elseif algorithm == 2 then
     local _, pending = fixed_window_step(redis.call('GET', k), now, math.huge, p2, cost)
     fixed_window_commit(k, pending)
+    remaining, reset = select(6, fixed_window_step(redis.call('GET', k), now, p1, p2, 0))
   elseif algorithm == 3 then
     local _, used = sliding_window_step(k, now, math.huge, p2, cost)
     sliding_window_commit(k, used, now, p2, cost)
+    remaining, reset = select(6, sliding_window_step(k, now, p1, p2, 0))
   elseif algorithm == 4 then
     local _, pending = sliding_counter_step(redis.call('GET', k), now, math.huge, p2, cost)
     fixed_window_commit(k, pending)
+    remaining, reset = select(6, sliding_counter_step(redis.call('GET', k), now, p1, p2, 0))
+  elseif algorithm == 6 then
+    remaining, reset = select(6, concurrency_step(k, now, p1, p2))
   else
     return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[at]))
   end
+  reply[#reply + 1] = remaining
+  reply[#reply + 1] = reset
 end
-return #KEYS
+return reply

@@ -14,9 +14,12 @@
 --       1 = token bucket: param 1 = burst, param 2 = interval_ms
 --       2 = fixed window, 3 = sliding window log, 4 = sliding window counter:
 --         param 1 = limit, param 2 = window_ms
+--       5 = leaky bucket: param 1 = queue + 1, param 2 = interval_ms (a GCRA read as a delay)
+--       6 = concurrency: param 1 = max_in_flight, param 2 = lease_ms, and the lease id
+--         in place of the cost (a request holds one slot whatever it costs)
 --
 -- Reply: per request { allowed (1|0), then per limit: allowed (1|0), remaining, reset_ms,
---                      retry_after_ms }, concatenated.
+--                      retry_after_ms when denied or delay_ms when allowed }, concatenated.
 
 local FIELDS = 4
 local clock = nil
@@ -43,24 +46,29 @@ for _ = 1, tonumber(ARGV[1]) do
   local all_allowed = true
   for i = 1, n do
     local algorithm = tonumber(ARGV[arg])
-    local p1, p2, cost = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), tonumber(ARGV[arg + 3])
+    local p1, p2, cost_arg = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), ARGV[arg + 3]
     local k = KEYS[key + i - 1]
     local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now
-    if algorithm == 1 then
+    if algorithm == 1 or algorithm == 5 then
       ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
-        token_bucket_step(tonumber(redis.call('GET', k)), now, p1, p2, cost)
+        token_bucket_step(tonumber(redis.call('GET', k)), now, p1, p2, tonumber(cost_arg))
+      -- A leaky bucket serves the request at the TAT it found: reset_now from now.
+      if algorithm == 5 and ok then retry_ms = reset_now end
     elseif algorithm == 2 then
       ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
-        fixed_window_step(redis.call('GET', k), now, p1, p2, cost)
+        fixed_window_step(redis.call('GET', k), now, p1, p2, tonumber(cost_arg))
     elseif algorithm == 3 then
-      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now = sliding_window_step(k, now, p1, p2, cost)
+      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
+        sliding_window_step(k, now, p1, p2, tonumber(cost_arg))
     elseif algorithm == 4 then
       ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
-        sliding_counter_step(redis.call('GET', k), now, p1, p2, cost)
+        sliding_counter_step(redis.call('GET', k), now, p1, p2, tonumber(cost_arg))
+    elseif algorithm == 6 then
+      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now = concurrency_step(k, now, p1, p2)
     else
       return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg]))
     end
-    pending[i] = { algorithm, nxt, p2, cost }
+    pending[i] = { algorithm, nxt, p2, cost_arg }
     uncharged[i] = { available_now, reset_now }
     if not ok then all_allowed = false end
     reply[#reply + 1] = ok and 1 or 0
@@ -73,13 +81,15 @@ for _ = 1, tonumber(ARGV[1]) do
   if all_allowed then
     for i = 1, n do
       local k = KEYS[key + i - 1]
-      local algorithm, nxt, window, cost = pending[i][1], pending[i][2], pending[i][3], pending[i][4]
-      if algorithm == 1 then
+      local algorithm, nxt, window, cost_arg = pending[i][1], pending[i][2], pending[i][3], pending[i][4]
+      if algorithm == 1 or algorithm == 5 then
         token_bucket_commit(k, nxt, now)
       elseif algorithm == 2 or algorithm == 4 then
         fixed_window_commit(k, nxt)
+      elseif algorithm == 3 then
+        sliding_window_commit(k, nxt, now, window, tonumber(cost_arg))
       else
-        sliding_window_commit(k, nxt, now, window, cost)
+        concurrency_commit(k, cost_arg, now, window, nxt)
       end
     end
   else
@@ -90,6 +100,7 @@ for _ = 1, tonumber(ARGV[1]) do
       if reply[at] == 1 then
         reply[at + 1] = uncharged[i][1]
         reply[at + 2] = uncharged[i][2]
+        reply[at + 3] = 0
       end
     end
   end

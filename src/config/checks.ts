@@ -131,7 +131,7 @@ export function checkConfig(config: Config): PathProblem[] {
   return problems;
 }
 
-function checkLimit(
+export function checkLimit(
   path: PathSegment[],
   limit: LimitConfig,
   add: (p: PathSegment[], m: string, k?: string) => void,
@@ -160,20 +160,35 @@ function checkLimit(
     else if (limit.window === 0) add(path, "window must be longer than 0", "window");
     return;
   }
-  if (algorithm !== "token_bucket") {
-    add(
+  if (algorithm === "leaky_bucket") {
+    refuseKeys(
       path,
-      `algorithm "${algorithm}" ${NOT_YET}, or use token_bucket, sliding_window, sliding_window_counter or fixed_window`,
-      "algorithm",
+      limit,
+      ["burst", "limit", "window", "max_in_flight", "lease"],
+      "a leaky bucket (it takes rate + queue)",
+      add,
     );
+    notYet(path, limit, add);
+    if (limit.rate === undefined) add(path, "rate is missing: how fast the queue drains (e.g. rate: 10/s)");
+    else if (limit.rate.count <= 0) add(path, "rate must be more than 0", "rate");
+    if (limit.queue === undefined) add(path, "queue is missing: how many requests may wait (e.g. queue: 50)");
     return;
   }
-  for (const key of ["shadow", "batch"] as const) {
-    if (limit[key] !== undefined) add(path, `${key} ${NOT_YET}`, key);
+  if (algorithm === "concurrency") {
+    refuseKeys(
+      path,
+      limit,
+      ["rate", "burst", "limit", "window", "queue"],
+      "a concurrency limit (it takes max_in_flight and lease)",
+      add,
+    );
+    notYet(path, limit, add);
+    if (limit.max_in_flight === undefined) add(path, "max_in_flight is missing (e.g. max_in_flight: 2)");
+    if (limit.lease === 0) add(path, "lease must be longer than 0 (e.g. lease: 60s)", "lease");
+    return;
   }
-  for (const key of ["max_in_flight", "lease", "queue"] as const) {
-    if (limit[key] !== undefined) add(path, `${key} does not apply to a token bucket`, key);
-  }
+  notYet(path, limit, add);
+  refuseKeys(path, limit, ["max_in_flight", "lease", "queue"], "a token bucket", add);
   const rateForm = limit.rate !== undefined || limit.burst !== undefined;
   const windowForm = limit.limit !== undefined || limit.window !== undefined;
   if (rateForm && windowForm) {
@@ -192,6 +207,26 @@ function checkLimit(
       path,
       "a token bucket needs rate + burst (e.g. rate: 5/s, burst: 10) or limit + window (e.g. limit: 100, window: 1h)",
     );
+  }
+}
+
+function refuseKeys(
+  path: PathSegment[],
+  limit: LimitConfig,
+  keys: readonly (keyof LimitConfig)[],
+  what: string,
+  add: (p: PathSegment[], m: string, k?: string) => void,
+) {
+  for (const key of keys) if (limit[key] !== undefined) add(path, `${key} does not apply to ${what}`, key);
+}
+
+function notYet(
+  path: PathSegment[],
+  limit: LimitConfig,
+  add: (p: PathSegment[], m: string, k?: string) => void,
+) {
+  for (const key of ["shadow", "batch"] as const) {
+    if (limit[key] !== undefined) add(path, `${key} ${NOT_YET}`, key);
   }
 }
 

@@ -81,6 +81,9 @@ export interface Runtime {
 
 export const ANONYMOUS_PLAN = "anonymous";
 
+/** SPEC §2: a concurrency lease outlives a dead gateway by a minute unless configured. */
+export const DEFAULT_LEASE_MS = 60_000;
+
 /** The window a `limit: 0` reports as its reset when it names none: it never admits anyway. */
 const DENY_WINDOW_MS = 3_600_000;
 
@@ -97,6 +100,22 @@ export function compileLimit(name: string, limit: LimitConfig): LimitSpec | null
     limit.algorithm === "sliding_window_counter"
   ) {
     return { algorithm: limit.algorithm, name, limit: limit.limit!, windowMs: limit.window! };
+  }
+  if (limit.algorithm === "leaky_bucket") {
+    return {
+      algorithm: "leaky_bucket",
+      name,
+      queue: limit.queue!,
+      intervalMs: limit.rate!.periodMs / limit.rate!.count,
+    };
+  }
+  if (limit.algorithm === "concurrency") {
+    return {
+      algorithm: "concurrency",
+      name,
+      maxInFlight: limit.max_in_flight!,
+      leaseMs: limit.lease ?? DEFAULT_LEASE_MS,
+    };
   }
   if (limit.rate && limit.burst !== undefined) {
     return {

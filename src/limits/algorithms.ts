@@ -1,6 +1,16 @@
 // The algorithm registry shared by both stores: how a spec becomes script arguments (Redis) and
 // how one step of its arithmetic runs in-process (memory). New algorithms are added here once.
-import type { LimitOutcome, LimitSpec, TokenBucketSpec, WindowSpec } from "./spec.js";
+import { concurrencyStep, type Leases } from "./concurrency.js";
+import { leakyBucketStep } from "./leaky-bucket.js";
+import type {
+  ConcurrencySpec,
+  LeakyBucketSpec,
+  LimitCheck,
+  LimitOutcome,
+  LimitSpec,
+  TokenBucketSpec,
+  WindowSpec,
+} from "./spec.js";
 import { tokenBucketStep, tokenBucketTtlMs } from "./token-bucket.js";
 import {
   type CounterState,
@@ -24,7 +34,13 @@ export interface Algorithm {
   /** The code check.lua dispatches on. */
   code: number;
   scriptParams(spec: LimitSpec): [number, number];
-  step(state: unknown, nowMs: number, spec: LimitSpec, cost: number): AlgorithmStep;
+  /** `leaseId` is the request's lease, for a concurrency limit; the others ignore it. */
+  step(state: unknown, nowMs: number, spec: LimitSpec, cost: number, leaseId?: string): AlgorithmStep;
+}
+
+/** The fourth script argument of a limit: the lease id for concurrency, the cost otherwise. */
+export function scriptCostArg(check: LimitCheck): string | number {
+  return check.spec.algorithm === "concurrency" ? (check.leaseId ?? "") : check.cost;
 }
 
 const tokenBucket: Algorithm = {
@@ -62,16 +78,63 @@ function windowAlgorithm<S>(
   };
 }
 
+const leakyBucket: Algorithm = {
+  code: 5,
+  scriptParams: (spec) => {
+    const s = spec as LeakyBucketSpec;
+    return [s.queue + 1, s.intervalMs];
+  },
+  step(state, nowMs, spec, cost) {
+    const { outcome, uncharged, nextTat } = leakyBucketStep(
+      state as number | null,
+      nowMs,
+      spec as LeakyBucketSpec,
+      cost,
+    );
+    return { outcome, uncharged, nextState: nextTat, ttlMs: tokenBucketTtlMs(nextTat, nowMs) };
+  },
+};
+
+const concurrency: Algorithm = {
+  code: 6,
+  scriptParams: (spec) => {
+    const s = spec as ConcurrencySpec;
+    return [s.maxInFlight, s.leaseMs];
+  },
+  step(state, nowMs, spec, _cost, leaseId) {
+    if (leaseId === undefined) throw new Error(`concurrency limit ${spec.name} checked without a lease id`);
+    const r = concurrencyStep(state as Leases | null, nowMs, spec as ConcurrencySpec, leaseId);
+    return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
+  },
+};
+
 /**
  * A forced debit (post-charge): the algorithm's own step with an unbounded quota always admits,
  * so its next state is the debit, even past the limit (debt). The Lua side does the same.
  */
-export function chargeStep(state: unknown, nowMs: number, spec: LimitSpec, units: number): AlgorithmStep {
-  const unbounded: LimitSpec =
-    spec.algorithm === "token_bucket"
-      ? { ...spec, burst: Number.POSITIVE_INFINITY }
-      : { ...spec, limit: Number.POSITIVE_INFINITY };
-  return ALGORITHMS[spec.algorithm].step(state, nowMs, unbounded, units);
+export function chargeStep(
+  state: unknown,
+  nowMs: number,
+  spec: Exclude<LimitSpec, ConcurrencySpec>,
+  units: number,
+): AlgorithmStep {
+  return ALGORITHMS[spec.algorithm].step(state, nowMs, unbounded(spec), units);
+}
+
+function unbounded(spec: Exclude<LimitSpec, ConcurrencySpec>): LimitSpec {
+  switch (spec.algorithm) {
+    case "token_bucket":
+      return { ...spec, burst: Number.POSITIVE_INFINITY };
+    case "leaky_bucket":
+      return { ...spec, queue: Number.POSITIVE_INFINITY };
+    default:
+      return { ...spec, limit: Number.POSITIVE_INFINITY };
+  }
+}
+
+/** Whether a limit is debited by cost (rate limits) or holds a slot (concurrency). */
+export function isRateLimit(spec: LimitSpec): spec is Exclude<LimitSpec, ConcurrencySpec> {
+  return spec.algorithm !== "concurrency";
 }
 
 export const ALGORITHMS: Readonly<Record<LimitSpec["algorithm"], Algorithm>> = {
@@ -79,4 +142,6 @@ export const ALGORITHMS: Readonly<Record<LimitSpec["algorithm"], Algorithm>> = {
   fixed_window: windowAlgorithm<FixedWindowState>(2, fixedWindowStep),
   sliding_window: windowAlgorithm<number[]>(3, slidingWindowStep),
   sliding_window_counter: windowAlgorithm<CounterState>(4, slidingCounterStep),
+  leaky_bucket: leakyBucket,
+  concurrency,
 };

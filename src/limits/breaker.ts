@@ -4,7 +4,7 @@
 // breaker. A denial is a decision, not a failure, so it never counts against the store.
 import CircuitBreaker from "opossum";
 import type { LimitCheck, StoreDecision } from "./spec.js";
-import type { Store } from "./store.js";
+import type { ChargedLimit, Lease, Store } from "./store.js";
 
 export interface BreakerOptions {
   /** Share of failed checks (0..1) within `windowMs` that opens the breaker. */
@@ -77,9 +77,17 @@ export class BreakerStore implements Store {
   }
 
   /** A post-charge is bookkeeping after the fact: not counted by the breaker, but refused while it is open. */
-  charge(checks: readonly LimitCheck[], nowMs?: number): Promise<void> {
+  charge(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
     if (this.stateValue === 2) return Promise.reject(new BreakerOpenError());
     return this.inner.charge(checks, nowMs);
+  }
+
+  /**
+   * Releases are tried even while the breaker is open: the lease was taken from this store, and
+   * a failed release costs only the wait for the lease to expire.
+   */
+  release(leases: readonly Lease[]): Promise<void> {
+    return this.inner.release(leases);
   }
 
   ping(): Promise<void> {

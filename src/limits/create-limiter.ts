@@ -1,9 +1,10 @@
 // The library surface (SPEC §5): named limits, checked for a key with a cost, without the proxy.
 // Limits are written as in the YAML (`{ rate: "5/s", burst: 10 }`, `{ algorithm:
 // "sliding_window", limit: 5, window: "15m" }`) and validated by the same schema.
+import { checkLimit } from "../config/checks.js";
 import { compileLimit } from "../config/compile.js";
 import { limitSchema } from "../config/schema.js";
-import { keyPart } from "./limiter.js";
+import { keyPart, nextLeaseId } from "./limiter.js";
 import { type LimitSpec, quota } from "./spec.js";
 import type { Store } from "./store.js";
 
@@ -19,7 +20,20 @@ export interface LimitResult {
 }
 
 export type LimiterDecision =
-  | { allowed: true; remaining: number; resetMs: number; limit: string; limits: LimitResult[] }
+  | {
+      allowed: true;
+      remaining: number;
+      resetMs: number;
+      limit: string;
+      limits: LimitResult[];
+      /** Leaky bucket: wait this long before doing the work (0: go now). */
+      delayMs: number;
+      /**
+       * Concurrency limits: gives the slots back. Call it once the work ends, however it ends;
+       * a slot not given back frees itself after the limit's lease.
+       */
+      release: () => Promise<void>;
+    }
   | {
       allowed: false;
       remaining: number;
@@ -60,6 +74,9 @@ export function createLimiter(options: CreateLimiterOptions): Limiter {
         `limit "${name}": ${parsed.error.issues.map((i) => `${i.path.join(".") || "limit"}: ${i.message}`).join("; ")}`,
       );
     }
+    const problems: string[] = [];
+    checkLimit([], parsed.data, (_path, message) => problems.push(message));
+    if (problems.length) throw new TypeError(`limit "${name}": ${problems.join("; ")}`);
     const spec = compileLimit(name, parsed.data);
     if (spec) specs.set(name, spec);
   }
@@ -71,7 +88,10 @@ export function createLimiter(options: CreateLimiterOptions): Limiter {
       const checks = names.map((name) => {
         const spec = specs.get(name);
         if (!spec) throw new TypeError(`unknown limit "${name}"`);
-        return { key: `${prefix}{${keyPart(key)}}:${name}`, spec, cost };
+        const limitKey = `${prefix}{${keyPart(key)}}:${name}`;
+        return spec.algorithm === "concurrency"
+          ? { key: limitKey, spec, cost, leaseId: nextLeaseId() }
+          : { key: limitKey, spec, cost };
       });
       const decision = await options.store.check(checks);
       const limits = checks.map((c, i) => ({
@@ -81,8 +101,15 @@ export function createLimiter(options: CreateLimiterOptions): Limiter {
       }));
       const tightest = [...limits].sort((a, b) => a.remaining - b.remaining || b.resetMs - a.resetMs)[0];
       if (decision.allowed) {
+        const leases = checks.flatMap((c) => (c.leaseId ? [{ key: c.key, leaseId: c.leaseId }] : []));
+        let released: Promise<void> | null = null;
         return {
           allowed: true,
+          delayMs: Math.max(0, ...decision.outcomes.map((o) => o.delayMs ?? 0)),
+          release: () => {
+            released ??= leases.length ? options.store.release(leases) : Promise.resolve();
+            return released;
+          },
           remaining: tightest?.remaining ?? Infinity,
           resetMs: tightest?.resetMs ?? 0,
           limit: tightest?.name ?? "",

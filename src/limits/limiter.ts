@@ -1,10 +1,11 @@
 // Which limits apply to a request, under which keys, and what the answer is when the store
 // cannot give one. Failures are classified here, at the one place the store is called.
+import { randomBytes } from "node:crypto";
 import type { CompiledRoute, LimitScope, PlannedLimit } from "../config/compile.js";
 import type { Caller } from "../identity/caller.js";
 import { BreakerOpenError } from "./breaker.js";
 import type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision } from "./spec.js";
-import type { Store } from "./store.js";
+import type { ChargedLimit, Lease, Store } from "./store.js";
 import type { MemoryStore } from "./stores/memory.js";
 import { StoreReplyError, StoreTimeoutError } from "./stores/redis.js";
 
@@ -18,8 +19,19 @@ export type DegradedReason = "timeout" | "connection" | "script" | "breaker_open
 
 export type LimitDecision =
   | { kind: "unlimited" }
-  /** `degraded` is set when the in-process fallback decided (on_failure: local). */
-  | { kind: "allowed"; applied: AppliedLimit[]; checks: LimitCheck[]; degraded?: DegradedReason }
+  /**
+   * `degraded` is set when the in-process fallback decided (on_failure: local). `delayMs`: how
+   * long a leaky bucket makes the request wait for its slot. `release` is present when the
+   * request holds concurrency leases: call it once when the request ends, however it ends.
+   */
+  | {
+      kind: "allowed";
+      applied: AppliedLimit[];
+      checks: LimitCheck[];
+      delayMs: number;
+      release?: () => Promise<StoreResult>;
+      degraded?: DegradedReason;
+    }
   | {
       kind: "denied";
       applied: AppliedLimit[];
@@ -28,6 +40,19 @@ export type LimitDecision =
       degraded?: DegradedReason;
     }
   | { kind: "degraded"; reason: DegradedReason; policy: "open" | "closed"; error: Error };
+
+export type StoreResult = { ok: true } | { ok: false; reason: DegradedReason };
+
+/**
+ * Lease ids: unique across instances (a random instance part) and cheap per request (a counter).
+ * The same id never reaches two requests, so one request's release never frees another's slot.
+ */
+const LEASE_INSTANCE = randomBytes(9).toString("base64url");
+let leaseSequence = 0;
+export function nextLeaseId(): string {
+  leaseSequence = (leaseSequence + 1) % Number.MAX_SAFE_INTEGER;
+  return `${LEASE_INSTANCE}:${leaseSequence.toString(36)}`;
+}
 
 /** `{`, `}` and `:` structure the key (hash tag, separators); escape them in ids. */
 export function keyPart(id: string): string {
@@ -60,7 +85,12 @@ export function limitChecks(
   for (const p of planned) {
     // A tenant limit binds callers that have a tenant; others have nothing to share it with.
     if (p.tenantOnly && (caller.kind !== "client" || caller.tenant === undefined)) continue;
-    checks.push({ key: prefix + scopeKey(p.scope, caller) + p.spec.name, spec: p.spec, cost });
+    const key = prefix + scopeKey(p.scope, caller) + p.spec.name;
+    checks.push(
+      p.spec.algorithm === "concurrency"
+        ? { key, spec: p.spec, cost, leaseId: nextLeaseId() }
+        : { key, spec: p.spec, cost },
+    );
   }
   return checks;
 }
@@ -97,17 +127,25 @@ export function localSpec(spec: LimitSpec, fraction: number): LimitSpec {
   }
   let local = byFraction.get(fraction);
   if (!local) {
-    local =
-      spec.algorithm === "token_bucket"
-        ? {
-            ...spec,
-            burst: Math.max(1, Math.floor(spec.burst * fraction)),
-            intervalMs: spec.intervalMs / fraction,
-          }
-        : { ...spec, limit: Math.max(1, Math.floor(spec.limit * fraction)) };
+    local = scaledSpec(spec, fraction);
     byFraction.set(fraction, local);
   }
   return local;
+}
+
+function scaledSpec(spec: LimitSpec, fraction: number): LimitSpec {
+  const share = (n: number) => Math.max(1, Math.floor(n * fraction));
+  switch (spec.algorithm) {
+    case "token_bucket":
+      return { ...spec, burst: share(spec.burst), intervalMs: spec.intervalMs / fraction };
+    case "leaky_bucket":
+      // The queue may be 0 (serve one at a time, queue none): its share stays 0 then.
+      return { ...spec, queue: Math.floor(spec.queue * fraction), intervalMs: spec.intervalMs / fraction };
+    case "concurrency":
+      return { ...spec, maxInFlight: share(spec.maxInFlight) };
+    default:
+      return { ...spec, limit: share(spec.limit) };
+  }
 }
 
 export class Limiter {
@@ -130,7 +168,7 @@ export class Limiter {
       if (route.onFailure === "local" && this.local) {
         const { store, fraction } = this.local;
         const localChecks = checks.map((c) => ({ ...c, spec: localSpec(c.spec, fraction) }));
-        return toDecision(localChecks, store.checkSync(localChecks), reason);
+        return toDecision(localChecks, store.checkSync(localChecks), store, reason);
       }
       return {
         kind: "degraded",
@@ -139,7 +177,7 @@ export class Limiter {
         error: err instanceof Error ? err : new Error(String(err)),
       };
     }
-    return toDecision(checks, decision);
+    return toDecision(checks, decision, this.store);
   }
 
   /**
@@ -150,21 +188,59 @@ export class Limiter {
   async postCharge(
     checks: readonly LimitCheck[],
     extraUnits: number,
-  ): Promise<{ ok: true } | { ok: false; reason: DegradedReason }> {
+  ): Promise<{ ok: true; charged: ChargedLimit[] } | { ok: false; reason: DegradedReason }> {
     try {
-      await this.store.charge(checks.map((c) => ({ ...c, cost: extraUnits })));
-      return { ok: true };
+      const charged = await this.store.charge(checks.map((c) => ({ ...c, cost: extraUnits })));
+      return { ok: true, charged };
     } catch (err) {
       return { ok: false, reason: classifyStoreError(err) };
     }
   }
 }
 
-/** `checks` is the request's own array (built per request), kept for a post-charge, not copied. */
-function toDecision(checks: LimitCheck[], decision: StoreDecision, degraded?: DegradedReason): LimitDecision {
+/** A release that runs once, whatever calls it twice (the response's end and an abort may race). */
+function releaseOnce(store: Store, leases: Lease[]): () => Promise<StoreResult> {
+  let released: Promise<StoreResult> | null = null;
+  return () => {
+    released ??= store.release(leases).then(
+      (): StoreResult => ({ ok: true }),
+      (err: unknown): StoreResult => ({ ok: false, reason: classifyStoreError(err) }),
+    );
+    return released;
+  };
+}
+
+/**
+ * `checks` is the request's own array (built per request), kept for a post-charge, not copied.
+ * `store` is the one that decided: leases go back to it.
+ */
+function toDecision(
+  checks: LimitCheck[],
+  decision: StoreDecision,
+  store: Store,
+  degraded?: DegradedReason,
+): LimitDecision {
   const applied = checks.map((c, i) => ({ spec: c.spec, outcome: decision.outcomes[i]! }));
   if (decision.allowed) {
-    return degraded ? { kind: "allowed", applied, checks, degraded } : { kind: "allowed", applied, checks };
+    let delayMs = 0;
+    let leases: Lease[] | undefined;
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i]!;
+      const delay = decision.outcomes[i]!.delayMs;
+      if (delay !== undefined && delay > delayMs) delayMs = delay;
+      if (c.leaseId === undefined) continue;
+      leases ??= [];
+      leases.push({ key: c.key, leaseId: c.leaseId });
+    }
+    const allowed: Extract<LimitDecision, { kind: "allowed" }> = {
+      kind: "allowed",
+      applied,
+      checks,
+      delayMs,
+    };
+    if (leases) allowed.release = releaseOnce(store, leases);
+    if (degraded) allowed.degraded = degraded;
+    return allowed;
   }
   const violated = applied.filter((a) => !a.outcome.allowed);
   const retryAfterMs = Math.max(...violated.map((v) => v.outcome.retryAfterMs));

@@ -22,14 +22,41 @@ export interface WindowSpec {
   windowMs: number;
 }
 
-/** Every rate algorithm a store can decide. Later algorithms join this union. */
-export type LimitSpec = TokenBucketSpec | WindowSpec;
+/**
+ * Leaky bucket as a queue: requests leave at one per `intervalMs`; up to `queue` of them may wait
+ * their turn, one more is served now. The store gives each admitted request its slot (a delay);
+ * the gateway holds the request until then instead of rejecting it. A GCRA whose tolerance is
+ * `queue + 1` intervals: the arithmetic of the token bucket, read as a delay.
+ */
+export interface LeakyBucketSpec {
+  algorithm: "leaky_bucket";
+  name: string;
+  queue: number;
+  intervalMs: number;
+}
+
+/**
+ * At most `maxInFlight` requests of a caller in flight at once, across instances. Each admitted
+ * request holds a lease until it ends (released) or until `leaseMs` passes (a dead gateway).
+ * Route cost does not apply: one request holds one slot.
+ */
+export interface ConcurrencySpec {
+  algorithm: "concurrency";
+  name: string;
+  maxInFlight: number;
+  leaseMs: number;
+}
+
+/** Every algorithm a store can decide. */
+export type LimitSpec = TokenBucketSpec | WindowSpec | LeakyBucketSpec | ConcurrencySpec;
 
 /** One limit to decide for one request: which state key, which spec, how much it takes. */
 export interface LimitCheck {
   key: string;
   spec: LimitSpec;
   cost: number;
+  /** Concurrency only: the lease this request holds, unique across instances. */
+  leaseId?: string;
 }
 
 /** What a store says about one limit of a request. */
@@ -41,6 +68,8 @@ export interface LimitOutcome {
   resetMs: number;
   /** When denied: until this request would fit, in ms. 0 when allowed. */
   retryAfterMs: number;
+  /** Leaky bucket, when allowed: how long the request waits for its slot, in ms (absent: none). */
+  delayMs?: number;
 }
 
 /** All limits of a request, decided together: `allowed` only if every limit allowed it. */
@@ -49,9 +78,21 @@ export interface StoreDecision {
   outcomes: LimitOutcome[];
 }
 
-/** How long the limit takes to come back in full, in ms: a token bucket's refill, or the window. */
+/**
+ * How long the limit takes to come back in full, in ms: a bucket's refill or drain, a window, or
+ * a concurrency lease.
+ */
 export function windowMs(spec: LimitSpec): number {
-  return spec.algorithm === "token_bucket" ? spec.burst * spec.intervalMs : spec.windowMs;
+  switch (spec.algorithm) {
+    case "token_bucket":
+      return spec.burst * spec.intervalMs;
+    case "leaky_bucket":
+      return (spec.queue + 1) * spec.intervalMs;
+    case "concurrency":
+      return spec.leaseMs;
+    default:
+      return spec.windowMs;
+  }
 }
 
 /** Window clients are told about (RateLimit-Policy w=), in whole seconds. */
@@ -59,7 +100,19 @@ export function windowSeconds(spec: LimitSpec): number {
   return Math.max(1, Math.ceil(windowMs(spec) / 1000));
 }
 
-/** The most one caller can have at once: a bucket's burst, a window's limit. */
+/**
+ * The most one caller can have at once: a bucket's burst, a window's limit, a leaky bucket's
+ * queue plus the request being served, the requests in flight.
+ */
 export function quota(spec: LimitSpec): number {
-  return spec.algorithm === "token_bucket" ? spec.burst : spec.limit;
+  switch (spec.algorithm) {
+    case "token_bucket":
+      return spec.burst;
+    case "leaky_bucket":
+      return spec.queue + 1;
+    case "concurrency":
+      return spec.maxInFlight;
+    default:
+      return spec.limit;
+  }
 }

@@ -29,11 +29,25 @@ export function tokenBucketStep(
   spec: TokenBucketSpec,
   cost: number,
 ): TokenBucketStep {
-  const tolerance = spec.burst * spec.intervalMs;
+  return gcraStep(tat, nowMs, spec.burst, spec.intervalMs, cost);
+}
+
+/**
+ * GCRA: admits `cost` units if the TAT they push out stays within `burst` intervals of now.
+ * The token bucket and the leaky bucket are both this step; they read its result differently.
+ */
+export function gcraStep(
+  tat: number | null,
+  nowMs: number,
+  burst: number,
+  intervalMs: number,
+  cost: number,
+): TokenBucketStep {
+  const tolerance = burst * intervalMs;
   const base = tat === null || tat < nowMs ? nowMs : tat;
-  const nextTat = base + cost * spec.intervalMs;
+  const nextTat = base + cost * intervalMs;
   const allowAt = nextTat - tolerance;
-  const availableNow = Math.max(0, Math.floor((tolerance - (base - nowMs)) / spec.intervalMs + EPSILON_MS));
+  const availableNow = Math.max(0, Math.floor((tolerance - (base - nowMs)) / intervalMs + EPSILON_MS));
   const resetNowMs = Math.ceil(base - nowMs);
   if (allowAt - nowMs > EPSILON_MS) {
     const outcome = {
@@ -48,7 +62,7 @@ export function tokenBucketStep(
     nextTat,
     outcome: {
       allowed: true,
-      remaining: Math.max(0, Math.floor((tolerance - (nextTat - nowMs)) / spec.intervalMs + EPSILON_MS)),
+      remaining: Math.max(0, Math.floor((tolerance - (nextTat - nowMs)) / intervalMs + EPSILON_MS)),
       resetMs: Math.ceil(nextTat - nowMs),
       retryAfterMs: 0,
     },

@@ -13,12 +13,14 @@ import { type Caller, identifyCaller } from "../identity/caller.js";
 import { resolveClientIp } from "../identity/forwarded.js";
 import { ipKeyFor, type Peer, socketPeer } from "../identity/peer.js";
 import type { DegradedReason, LimitDecision, Limiter } from "../limits/limiter.js";
-import { type LimitCheck, type LimitSpec, windowMs } from "../limits/spec.js";
+import { type LimitSpec, windowMs } from "../limits/spec.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { forward } from "./forward.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
 import { extraUnits } from "./post-charge.js";
 import type { UpstreamPools } from "./upstreams.js";
+
+type AllowedDecision = Extract<LimitDecision, { kind: "allowed" }>;
 
 export interface PipelineDeps {
   runtime: () => Runtime;
@@ -50,6 +52,8 @@ interface RequestLog {
   status: number;
   startedAt: number;
   checkMs?: number;
+  /** How long a leaky bucket held the request before forwarding it. */
+  queuedMs?: number;
   upstreamMs?: number;
   /** Set once the request is answered and counted, so nothing counts it twice. */
   done: boolean;
@@ -75,6 +79,7 @@ export function createPipeline(deps: PipelineDeps) {
         decision: log.decision,
         status: log.status,
         check_ms: log.checkMs,
+        queued_ms: log.queuedMs,
         upstream_ms: log.upstreamMs,
         duration_ms: round(performance.now() - log.startedAt),
       },
@@ -195,21 +200,23 @@ export function createPipeline(deps: PipelineDeps) {
           log.decision = exempt ? "exempt" : "allowed";
           break;
       }
-      // Only requests decided by the shared store are post-charged there.
-      const chargeable = decision.kind === "allowed" && !decision.degraded ? decision.checks : null;
-      forwardAllowed(
-        rt,
-        req,
-        res,
-        log,
-        route,
-        caller,
-        peer,
-        peerTrusted,
-        target.path + target.query,
-        responseHeaders,
-        chargeable,
-      );
+      const allowed = decision.kind === "allowed" ? decision : null;
+      const send = () =>
+        forwardAllowed(
+          rt,
+          req,
+          res,
+          log,
+          route,
+          caller,
+          peer,
+          peerTrusted,
+          target.path + target.query,
+          responseHeaders,
+          allowed,
+        );
+      if (allowed && allowed.delayMs > 0) waitForSlot(rt, res, log, allowed, send);
+      else send();
     };
 
     if (exempt) {
@@ -236,6 +243,44 @@ export function createPipeline(deps: PipelineDeps) {
           error: err as Error,
         });
       });
+  }
+
+  /**
+   * A leaky bucket gave the request a slot `delayMs` from now: hold it until then. A client
+   * that leaves while queued is never forwarded (its slot is not given back: later requests
+   * were already placed behind it).
+   */
+  function waitForSlot(
+    rt: Runtime,
+    res: ServerResponse,
+    log: RequestLog,
+    decision: AllowedDecision,
+    send: () => void,
+  ) {
+    log.queuedMs = decision.delayMs;
+    const onGone = () => {
+      clearTimeout(timer);
+      log.status = 499;
+      releaseLeases(log, decision);
+      complete(rt, log);
+    };
+    const timer = setTimeout(() => {
+      res.off("close", onGone);
+      send();
+    }, decision.delayMs);
+    res.once("close", onGone);
+  }
+
+  /** Gives back the request's concurrency leases; a failure leaves them to expire. */
+  function releaseLeases(log: RequestLog, decision: AllowedDecision | null) {
+    decision?.release?.().then((r) => {
+      if (r.ok) return;
+      metrics.storeErrors.labels(r.reason).inc();
+      logger.warn(
+        { request_id: log.requestId, reason: r.reason },
+        "concurrency lease not released; it will expire",
+      );
+    });
   }
 
   function sendTooMany(
@@ -302,8 +347,10 @@ export function createPipeline(deps: PipelineDeps) {
     peerTrusted: boolean,
     pathAndQuery: string,
     responseHeaders: Record<string, string>,
-    chargeable: LimitCheck[] | null,
+    decision: AllowedDecision | null,
   ) {
+    // Only requests decided by the shared store are post-charged there.
+    const chargeable = decision && !decision.degraded ? decision : null;
     const upstream = route.upstream;
     const headers = upstreamRequestHeaders(req.rawHeaders, req.headers, {
       upstreamHost: upstream.host,
@@ -333,9 +380,17 @@ export function createPipeline(deps: PipelineDeps) {
             if (extra === 0) return null;
             return deps
               .limiter()
-              .postCharge(chargeable, extra)
+              .postCharge(chargeable.checks, extra)
               .then((r) => {
-                if (r.ok) return;
+                if (r.ok) {
+                  // The client sees what is left after the real cost, not before it.
+                  const after = chargeable.applied.map((a, i) => ({
+                    spec: a.spec,
+                    outcome: { ...a.outcome, ...r.charged[i] },
+                  }));
+                  rateLimitHeaders(after, rt.headerStyles, Date.now(), responseHeaders);
+                  return;
+                }
                 metrics.storeErrors.labels(r.reason).inc();
                 logger.warn(
                   { request_id: log.requestId, units: extra, reason: r.reason },
@@ -345,6 +400,7 @@ export function createPipeline(deps: PipelineDeps) {
           }
         : undefined,
       onDone: (result) => {
+        releaseLeases(log, decision);
         const seconds = (performance.now() - started) / 1000;
         metrics.observeUpstream(upstream.name, seconds);
         if (result.failure) metrics.upstreamErrors.labels(upstream.name, result.failure).inc();
@@ -358,9 +414,16 @@ export function createPipeline(deps: PipelineDeps) {
 
 function describeLimit(spec: LimitSpec): string {
   const over = formatDuration(Math.round(windowMs(spec)));
-  return spec.algorithm === "token_bucket"
-    ? `"${spec.name}" allows ${spec.burst} requests, refilled over ${over}`
-    : `"${spec.name}" allows ${spec.limit} requests per ${over}`;
+  switch (spec.algorithm) {
+    case "token_bucket":
+      return `"${spec.name}" allows ${spec.burst} requests, refilled over ${over}`;
+    case "leaky_bucket":
+      return `"${spec.name}" serves one request every ${formatDuration(Math.round(spec.intervalMs))} and queues ${spec.queue}; the queue is full`;
+    case "concurrency":
+      return `"${spec.name}" allows ${spec.maxInFlight} requests in flight at once`;
+    default:
+      return `"${spec.name}" allows ${spec.limit} requests per ${over}`;
+  }
 }
 
 function headerText(value: string | string[] | undefined): string | undefined {

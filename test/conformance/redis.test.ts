@@ -3,6 +3,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LimitSpec, TokenBucketSpec } from "../../src/limits/spec.js";
+import type { Lease } from "../../src/limits/store.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 import { parseCheckReply, RedisStore } from "../../src/limits/stores/redis.js";
 import { CHECK_SCRIPT, sha1 } from "../../src/limits/stores/scripts.js";
@@ -137,7 +138,7 @@ describe("RedisStore specifics", () => {
     const step = fc.record({
       dtMs: fc.integer({ min: 0, max: 700 }),
       cost: fc.integer({ min: 1, max: 4 }),
-      which: fc.integer({ min: 0, max: 4 }),
+      which: fc.integer({ min: 0, max: 5 }),
     });
     const specArb = fc.oneof(
       fc.record({ burst: fc.integer({ min: 1, max: 12 }), perSecond: fc.integer({ min: 1, max: 9 }) }).map(
@@ -178,6 +179,22 @@ describe("RedisStore specifics", () => {
             windowMs: s.windowMs,
           }),
         ),
+      fc.record({ queue: fc.integer({ min: 0, max: 6 }), perSecond: fc.integer({ min: 1, max: 9 }) }).map(
+        (s): LimitSpec => ({
+          algorithm: "leaky_bucket",
+          name: "p.lb",
+          queue: s.queue,
+          intervalMs: 1000 / s.perSecond,
+        }),
+      ),
+      fc.record({ max: fc.integer({ min: 1, max: 4 }), leaseMs: fc.integer({ min: 100, max: 3000 }) }).map(
+        (s): LimitSpec => ({
+          algorithm: "concurrency",
+          name: "p.cc",
+          maxInFlight: s.max,
+          leaseMs: s.leaseMs,
+        }),
+      ),
     );
     await fc.assert(
       fc.asyncProperty(
@@ -187,21 +204,39 @@ describe("RedisStore specifics", () => {
           const memory = new MemoryStore({ sweepIntervalMs: 0 });
           const keys = specs.map((_, i) => freshKey(`prop${i}`));
           let now = 1_700_000_000_000;
+          let leaseSeq = 0;
+          const held: Lease[] = [];
           for (const s of steps) {
             now += s.dtMs;
             if (s.which === 4) {
-              // A post-charge; the decisions that follow must still agree.
-              const charge = [{ key: keys[0]!, spec: specs[0]!, cost: s.cost * 2 }];
-              await redisStore.charge(charge, now);
-              memory.chargeSync(charge, now);
+              // A post-charge; the decisions that follow must still agree, and so must what
+              // each store reports after it.
+              const charge = [{ key: keys[0]!, spec: specs[0]!, cost: s.cost * 2, leaseId: "charge" }];
+              expect(await redisStore.charge(charge, now)).toEqual(memory.chargeSync(charge, now));
+              continue;
+            }
+            if (s.which === 5) {
+              // A request ends: its leases go back (releases use each store's own clock only to
+              // skip expired keys, which the next check drops anyway).
+              const lease = held.splice(s.cost % Math.max(1, held.length), 1);
+              await redisStore.release(lease);
+              memory.releaseSync(lease);
               continue;
             }
             // One limit, or several together, to exercise all-or-nothing across algorithms too.
             const idx = s.which === 3 ? [0, 1, 2] : [s.which];
-            const checks = idx.map((i) => ({ key: keys[i]!, spec: specs[i]!, cost: s.cost }));
+            const checks = idx.map((i) => ({
+              key: keys[i]!,
+              spec: specs[i]!,
+              cost: s.cost,
+              leaseId: specs[i]!.algorithm === "concurrency" ? `lease-${++leaseSeq}` : undefined,
+            }));
             const fromRedis = await redisStore.check(checks, now);
             const fromMemory = memory.checkSync(checks, now);
             expect(fromRedis).toEqual(fromMemory);
+            if (fromRedis.allowed) {
+              for (const c of checks) if (c.leaseId) held.push({ key: c.key, leaseId: c.leaseId });
+            }
           }
           await memory.close();
         },

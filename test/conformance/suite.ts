@@ -1,7 +1,13 @@
 // One behavioural suite for every Store. Deterministic cases pass `now` explicitly, so both
 // stores see the same clock; the expiry case uses each store's own clock through the harness.
 import { describe, expect, it } from "vitest";
-import type { LimitCheck, TokenBucketSpec, WindowSpec } from "../../src/limits/spec.js";
+import type {
+  ConcurrencySpec,
+  LeakyBucketSpec,
+  LimitCheck,
+  TokenBucketSpec,
+  WindowSpec,
+} from "../../src/limits/spec.js";
 import type { Store } from "../../src/limits/store.js";
 
 export interface StoreHarness {
@@ -249,6 +255,114 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const key = freshKey("window-ttl");
       const short: WindowSpec = { algorithm: "sliding_window", name: "w.short", limit: 2, windowMs: 200 };
       await sequential(await h.store(), [{ key, spec: short, cost: 1 }], 2);
+      const ttl = await h.pttl(key);
+      expect(ttl).not.toBeNull();
+      expect(ttl!).toBeLessThanOrEqual(1200);
+      await h.advance(1300);
+      expect(await h.pttl(key)).toBeNull();
+    });
+  });
+
+  describe(`${name}: leaky bucket and concurrency`, () => {
+    const leaky: LeakyBucketSpec = { algorithm: "leaky_bucket", name: "q.leaky", queue: 3, intervalMs: 200 };
+    const slots: ConcurrencySpec = {
+      algorithm: "concurrency",
+      name: "q.slots",
+      maxInFlight: 2,
+      leaseMs: 1000,
+    };
+
+    it("leaky bucket 5/s, queue 3: of 8 at once, 4 get slots 200 ms apart, 4 are refused", async () => {
+      const h = harness();
+      const key = freshKey("leaky");
+      const results = await sequential(await h.store(), [{ key, spec: leaky, cost: 1 }], 8, T0);
+      expect(results.map((r) => r.allowed)).toEqual([true, true, true, true, false, false, false, false]);
+      expect(results.slice(0, 4).map((r) => r.outcomes[0]!.delayMs ?? 0)).toEqual([0, 200, 400, 600]);
+      expect(results[0]!.outcomes[0]).toEqual({ allowed: true, remaining: 3, resetMs: 200, retryAfterMs: 0 });
+      // Full: the next one fits when the first queued slot has drained.
+      expect(results[4]!.outcomes[0]).toEqual({
+        allowed: false,
+        remaining: 0,
+        resetMs: 800,
+        retryAfterMs: 200,
+      });
+      // 200 ms later one more fits, at the back of the queue.
+      const later = await (await h.store()).check([{ key, spec: leaky, cost: 1 }], T0 + 200);
+      expect(later.outcomes[0]).toMatchObject({ allowed: true, delayMs: 600 });
+    });
+
+    it("leaky bucket: 200 concurrent checks from several instances admit exactly queue + 1", async () => {
+      const h = harness();
+      const key = freshKey("leaky-burst");
+      const stores = await Promise.all([h.store(), h.store(), h.store()]);
+      const results = await Promise.all(
+        Array.from({ length: 200 }, (_, i) => stores[i % 3]!.check([{ key, spec: leaky, cost: 1 }], T0)),
+      );
+      const delays = results.filter((r) => r.allowed).map((r) => r.outcomes[0]!.delayMs ?? 0);
+      expect(delays.sort((a, b) => a - b)).toEqual([0, 200, 400, 600]);
+    });
+
+    it("concurrency: at most max_in_flight leases; a release frees a slot; a lease expires on its own", async () => {
+      const h = harness();
+      const key = freshKey("slots");
+      const store = await h.store();
+      const take = (lease: string, t: number) =>
+        store.check([{ key, spec: slots, cost: 5, leaseId: lease }], T0 + t);
+      expect((await take("a", 0)).outcomes[0]).toEqual({
+        allowed: true,
+        remaining: 1,
+        resetMs: 1000,
+        retryAfterMs: 0,
+      });
+      expect((await take("b", 100)).allowed).toBe(true);
+      // Cost does not apply: one request holds one slot. Full: retry when the first lease could end.
+      expect((await take("c", 200)).outcomes[0]).toEqual({
+        allowed: false,
+        remaining: 0,
+        resetMs: 900,
+        retryAfterMs: 800,
+      });
+      await store.release([{ key, leaseId: "a" }]);
+      expect((await take("d", 300)).allowed).toBe(true);
+      expect((await take("e", 300)).allowed).toBe(false);
+      // "b" was never released: it expires at 1100, and its slot with it.
+      expect((await take("f", 1100)).allowed).toBe(true);
+      expect((await take("g", 1100)).allowed).toBe(false);
+    });
+
+    it("concurrency: 200 concurrent checks from several instances admit exactly max_in_flight", async () => {
+      const h = harness();
+      const key = freshKey("slots-burst");
+      const stores = await Promise.all([h.store(), h.store(), h.store()]);
+      const results = await Promise.all(
+        Array.from({ length: 200 }, (_, i) =>
+          stores[i % 3]!.check([{ key, spec: slots, cost: 1, leaseId: `l${i}` }]),
+        ),
+      );
+      expect(results.filter((r) => r.allowed)).toHaveLength(2);
+    });
+
+    it("concurrency: a request denied by another limit takes no lease", async () => {
+      const h = harness();
+      const key = freshKey("slots-atomic");
+      const bucket = freshKey("slots-bucket");
+      const one: TokenBucketSpec = { ...LAB, name: "q.one", burst: 1, intervalMs: 60_000 };
+      const store = await h.store();
+      const both = (lease: string) => [
+        { key, spec: slots, cost: 1, leaseId: lease },
+        { key: bucket, spec: one, cost: 1 },
+      ];
+      expect((await store.check(both("a"), T0)).allowed).toBe(true);
+      expect((await store.check(both("b"), T0)).allowed).toBe(false);
+      // Only "a" holds a slot: one more fits.
+      expect((await store.check([{ key, spec: slots, cost: 1, leaseId: "c" }], T0)).allowed).toBe(true);
+    });
+
+    it("concurrency keys expire once every lease has", async () => {
+      const h = harness();
+      const key = freshKey("slots-ttl");
+      const short: ConcurrencySpec = { ...slots, leaseMs: 200 };
+      await (await h.store()).check([{ key, spec: short, cost: 1, leaseId: "x" }]);
       const ttl = await h.pttl(key);
       expect(ttl).not.toBeNull();
       expect(ttl!).toBeLessThanOrEqual(1200);

@@ -159,6 +159,8 @@ describe("200 concurrent requests over two instances admit exactly the limit", (
     expect(first.status).toBe(200);
     expect(first.body).toBe("tokens:15");
     expect(first.headers["tollgate-cost"]).toBeUndefined();
+    // Its own headers already show what is left after the real cost, not before it.
+    expect(first.headers.ratelimit).toContain('"p.llm";r=5');
     // 20 - 15 = 5 left: the next request (cost 1, no post-charge) leaves 4, on the other instance.
     const next = await send(b.url, { path: "/llm", headers: { "x-api-key": "key-d" } });
     expect(next.headers.ratelimit).toContain('"p.llm";r=4');

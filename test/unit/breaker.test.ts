@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { BreakerOpenError, type BreakerState, BreakerStore } from "../../src/limits/breaker.js";
 import { classifyStoreError } from "../../src/limits/limiter.js";
 import type { LimitCheck, StoreDecision } from "../../src/limits/spec.js";
-import type { Store } from "../../src/limits/store.js";
+import type { ChargedLimit, Store } from "../../src/limits/store.js";
 import { StoreTimeoutError } from "../../src/limits/stores/redis.js";
 
 class ScriptedStore implements Store {
@@ -20,7 +20,10 @@ class ScriptedStore implements Store {
       outcomes: [{ allowed: false, remaining: 0, resetMs: 1000, retryAfterMs: 1000 }],
     };
   }
-  async charge(): Promise<void> {}
+  async charge(): Promise<ChargedLimit[]> {
+    return [];
+  }
+  async release(): Promise<void> {}
   async ping(): Promise<void> {}
   isConnected(): boolean {
     return !this.failing;

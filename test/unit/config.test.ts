@@ -116,15 +116,38 @@ describe("config loading", () => {
     );
   });
 
+  it("takes a leaky bucket as rate + queue and a concurrency limit as max_in_flight + lease", () => {
+    const login = "      login: { limit: 5, window: 15m }";
+    expect(
+      problems(BASE.replace(login, "      login: { algorithm: leaky_bucket, rate: 5/s, queue: 3 }")),
+    ).toEqual([]);
+    expect(
+      problems(BASE.replace(login, "      login: { algorithm: concurrency, max_in_flight: 2 }")),
+    ).toEqual([]);
+    expect(
+      problems(BASE.replace(login, "      login: { algorithm: leaky_bucket, rate: 5/s, burst: 3 }")),
+    ).toEqual([
+      "gw.yaml:12:14: plans.free.routes.login: queue is missing: how many requests may wait (e.g. queue: 50)",
+      "gw.yaml:12:52: plans.free.routes.login: burst does not apply to a leaky bucket (it takes rate + queue)",
+    ]);
+    expect(
+      problems(BASE.replace(login, "      login: { algorithm: concurrency, limit: 2, lease: 0s }")),
+    ).toEqual([
+      "gw.yaml:12:14: plans.free.routes.login: max_in_flight is missing (e.g. max_in_flight: 2)",
+      "gw.yaml:12:40: plans.free.routes.login: limit does not apply to a concurrency limit (it takes max_in_flight and lease)",
+      "gw.yaml:12:50: plans.free.routes.login: lease must be longer than 0 (e.g. lease: 60s)",
+    ]);
+  });
+
   it("refuses features a later version builds, never ignoring them", () => {
     const out = problems(
       BASE.replace(
         "      login: { limit: 5, window: 15m }",
-        "      login: { algorithm: leaky_bucket, rate: 5/s, queue: 3 }",
+        "      login: { limit: 5, window: 15m, shadow: true }",
       ),
     );
     expect(out).toEqual([
-      'gw.yaml:12:16: plans.free.routes.login: algorithm "leaky_bucket" is not supported yet by this version of tollgate; remove it, or use token_bucket, sliding_window, sliding_window_counter or fixed_window',
+      "gw.yaml:12:39: plans.free.routes.login: shadow is not supported yet by this version of tollgate; remove it",
     ]);
     expect(
       problems(BASE.replace("  url: memory://", "  url: memory://\n  cluster: [redis://127.0.0.1:7000]"))[0],

@@ -34,7 +34,42 @@ describe("createLimiter (the library surface)", () => {
     expect(() => createLimiter({ store, limits: { api: { rate: "5/s", burstt: 10 } as never } })).toThrow(
       /burstt/,
     );
+    expect(() => createLimiter({ store, limits: { q: { algorithm: "leaky_bucket", rate: "5/s" } } })).toThrow(
+      /limit "q": queue is missing/,
+    );
     const limiter = createLimiter({ store, limits: { api: { rate: "5/s", burst: 10 } } });
     await expect(limiter.check("a", { only: ["nope"] })).rejects.toThrow('unknown limit "nope"');
+  });
+
+  it("tells a leaky bucket's caller how long to wait and hands back concurrency slots", async () => {
+    let now = 1_700_000_000_000;
+    const store = new MemoryStore({ sweepIntervalMs: 0, now: () => now });
+    const limiter = createLimiter({
+      store,
+      limits: {
+        queue: { algorithm: "leaky_bucket", rate: "5/s", queue: 1 },
+        slots: { algorithm: "concurrency", max_in_flight: 1, lease: "30s" },
+      },
+    });
+    const first = await limiter.check("alice", { only: ["queue"] });
+    expect(first).toMatchObject({ allowed: true, delayMs: 0 });
+    expect(await limiter.check("alice", { only: ["queue"] })).toMatchObject({ allowed: true, delayMs: 200 });
+    expect(await limiter.check("alice", { only: ["queue"] })).toMatchObject({
+      allowed: false,
+      retryAfterMs: 200,
+    });
+
+    const held = await limiter.check("alice", { only: ["slots"] });
+    expect(held.allowed).toBe(true);
+    expect(await limiter.check("alice", { only: ["slots"] })).toMatchObject({
+      allowed: false,
+      violated: ["slots"],
+    });
+    if (held.allowed) await held.release();
+    const again = await limiter.check("alice", { only: ["slots"] });
+    expect(again.allowed).toBe(true);
+    // Not released: the lease frees the slot after 30 s.
+    now += 30_001;
+    expect(await limiter.check("alice", { only: ["slots"] })).toMatchObject({ allowed: true });
   });
 });

@@ -1,8 +1,9 @@
 // The embedded store for `memory://` (one instance) and, later, the local failure fallback.
 // It runs the same arithmetic as the Redis scripts (algorithms.ts) on a bounded map.
-import { ALGORITHMS, chargeStep } from "../algorithms.js";
+import { ALGORITHMS, chargeStep, isRateLimit } from "../algorithms.js";
+import { type Leases, releaseLease } from "../concurrency.js";
 import type { LimitCheck, StoreDecision } from "../spec.js";
-import type { Store } from "../store.js";
+import type { ChargedLimit, Lease, Store } from "../store.js";
 
 interface Entry {
   /** Algorithm-specific (a number for a token bucket, a list for a sliding log, …). */
@@ -52,7 +53,7 @@ export class MemoryStore implements Store {
 
   checkSync(checks: readonly LimitCheck[], nowMs: number = this.now()): StoreDecision {
     const steps = checks.map((c) =>
-      ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, c.cost),
+      ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, c.cost, c.leaseId),
     );
     const allowed = steps.every((s) => s.outcome.allowed);
     if (allowed) {
@@ -62,14 +63,34 @@ export class MemoryStore implements Store {
     return { allowed, outcomes: steps.map((s) => (allowed ? s.outcome : s.uncharged)) };
   }
 
-  async charge(checks: readonly LimitCheck[], nowMs?: number): Promise<void> {
-    this.chargeSync(checks, nowMs);
+  async charge(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
+    return this.chargeSync(checks, nowMs);
   }
 
-  chargeSync(checks: readonly LimitCheck[], nowMs: number = this.now()): void {
-    for (const c of checks) {
-      const step = chargeStep(this.read(c.key, nowMs), nowMs, c.spec, c.cost);
-      this.write(c.key, step.nextState, nowMs + step.ttlMs);
+  /**
+   * Debits every rate limit (a concurrency limit holds a slot, whatever the cost: untouched) and
+   * reports each limit as a zero-cost check would see it afterwards.
+   */
+  chargeSync(checks: readonly LimitCheck[], nowMs: number = this.now()): ChargedLimit[] {
+    return checks.map((c) => {
+      if (isRateLimit(c.spec)) {
+        const step = chargeStep(this.read(c.key, nowMs), nowMs, c.spec, c.cost);
+        this.write(c.key, step.nextState, nowMs + step.ttlMs);
+      }
+      const { uncharged } = ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, 0, "");
+      return { remaining: uncharged.remaining, resetMs: uncharged.resetMs };
+    });
+  }
+
+  async release(leases: readonly Lease[]): Promise<void> {
+    this.releaseSync(leases);
+  }
+
+  releaseSync(leases: readonly Lease[]): void {
+    for (const { key, leaseId } of leases) {
+      const entry = this.entries.get(key);
+      // The key keeps its expiry: it is the latest lease's, and that lease may still be live.
+      if (entry) entry.state = releaseLease(entry.state as Leases, leaseId);
     }
   }
 

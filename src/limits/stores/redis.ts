@@ -6,9 +6,9 @@
 // Reconnection happens in the background with a capped backoff.
 import { Redis, type RedisOptions } from "ioredis";
 import { withDeadline } from "../../deadline.js";
-import { ALGORITHMS } from "../algorithms.js";
+import { ALGORITHMS, scriptCostArg } from "../algorithms.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../spec.js";
-import type { Store } from "../store.js";
+import type { ChargedLimit, Lease, Store } from "../store.js";
 import { CHARGE_SCRIPT, CHECK_SCRIPT } from "./scripts.js";
 
 export interface RedisStoreOptions {
@@ -160,12 +160,25 @@ export class RedisStore implements Store {
   }
 
   /** Post-charges are rare (one per response carrying Tollgate-Cost): not coalesced. */
-  charge(checks: readonly LimitCheck[], nowMs?: number): Promise<void> {
+  charge(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
     const args: (string | number)[] = checks.map((c) => c.key);
     args.push(nowMs === undefined ? "" : nowMs);
     pushLimitArgs(args, checks);
     return withDeadline(
       this.runCharge(checks.length, ...args),
+      this.timeoutMs,
+      () => new StoreTimeoutError(this.timeoutMs),
+    ).then((reply) => parseChargeReply(reply, checks.length));
+  }
+
+  /**
+   * One ZREM per lease. A request's leases may sit under different hash tags (a `by: ip` route
+   * limit beside a client's), so they are not one multi-key script; auto-pipelining still sends
+   * them together.
+   */
+  release(leases: readonly Lease[]): Promise<void> {
+    return withDeadline(
+      Promise.all(leases.map((l) => this.client.zrem(l.key, l.leaseId))),
       this.timeoutMs,
       () => new StoreTimeoutError(this.timeoutMs),
     ).then(() => undefined);
@@ -203,12 +216,15 @@ export class RedisStore implements Store {
   }
 }
 
-/** Per limit, the four script arguments both scripts take: algorithm code, param 1, param 2, cost. */
+/**
+ * Per limit, the four script arguments both scripts take: algorithm code, param 1, param 2, and
+ * the cost (the lease id for a concurrency limit).
+ */
 function pushLimitArgs(args: (string | number)[], checks: readonly LimitCheck[]): void {
   for (const c of checks) {
     const algorithm = ALGORITHMS[c.spec.algorithm];
     const [p1, p2] = algorithm.scriptParams(c.spec);
-    args.push(algorithm.code, p1, p2, c.cost);
+    args.push(algorithm.code, p1, p2, scriptCostArg(c));
   }
 }
 
@@ -221,9 +237,20 @@ export class StoreTimeoutError extends Error {
 
 export class StoreReplyError extends Error {
   constructor(message: string) {
-    super(`unexpected reply from check.lua: ${message}`);
+    super(`unexpected reply from the limit script: ${message}`);
     this.name = "StoreReplyError";
   }
+}
+
+/** charge.lua's reply: per limit, remaining and reset_ms after the debit. */
+export function parseChargeReply(reply: unknown, limits: number): ChargedLimit[] {
+  if (!Array.isArray(reply) || reply.length !== limits * 2 || reply.some((v) => typeof v !== "number")) {
+    throw new StoreReplyError(`expected ${limits * 2} integers from charge.lua`);
+  }
+  const values = reply as number[];
+  const charged: ChargedLimit[] = [];
+  for (let i = 0; i < limits; i++) charged.push({ remaining: values[2 * i]!, resetMs: values[2 * i + 1]! });
+  return charged;
 }
 
 /**
@@ -243,12 +270,17 @@ export function parseCheckReply(reply: unknown, limitsPerRequest: readonly numbe
     const allowed = values[at++] === 1;
     const outcomes: LimitOutcome[] = [];
     for (let i = 0; i < limits; i++, at += 4) {
-      outcomes.push({
-        allowed: values[at] === 1,
+      const limitAllowed = values[at] === 1;
+      // The fourth field is the wait for a slot when allowed (leaky bucket), else retry-after.
+      const wait = values[at + 3]!;
+      const outcome: LimitOutcome = {
+        allowed: limitAllowed,
         remaining: values[at + 1]!,
         resetMs: values[at + 2]!,
-        retryAfterMs: values[at + 3]!,
-      });
+        retryAfterMs: limitAllowed ? 0 : wait,
+      };
+      if (limitAllowed && wait > 0) outcome.delayMs = wait;
+      outcomes.push(outcome);
     }
     decisions.push({ allowed, outcomes });
   }

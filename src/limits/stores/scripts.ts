@@ -8,7 +8,8 @@ import { fileURLToPath } from "node:url";
 export const LUA_DIR = fileURLToPath(new URL("../../../lua/", import.meta.url));
 
 /** Fragments in the order they are concatenated; the last one is the entry point. */
-export const CHECK_SCRIPT_PARTS = ["token_bucket.lua", "windows.lua", "check.lua"] as const;
+const ALGORITHM_PARTS = ["token_bucket.lua", "windows.lua", "concurrency.lua"] as const;
+export const CHECK_SCRIPT_PARTS = [...ALGORITHM_PARTS, "check.lua"] as const;
 
 export function composeScript(parts: readonly string[]): string {
   return parts.map((name) => `-- ${name}\n${readFileSync(LUA_DIR + name, "utf8")}`).join("\n");
@@ -21,4 +22,4 @@ export function sha1(text: string): string {
 export const CHECK_SCRIPT = composeScript(CHECK_SCRIPT_PARTS);
 
 /** The post-charge script: the same algorithm fragments, a forced debit as entry. */
-export const CHARGE_SCRIPT = composeScript(["token_bucket.lua", "windows.lua", "charge.lua"]);
+export const CHARGE_SCRIPT = composeScript([...ALGORITHM_PARTS, "charge.lua"]);
