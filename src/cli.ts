@@ -47,7 +47,7 @@ async function check(file: string): Promise<number> {
     for (const p of loaded.problems) process.stderr.write(`${formatProblem(p)}\n`);
     return 2;
   }
-  const rt = compileRuntime(loaded.config, { file, version: loaded.version });
+  const rt = compileRuntime(loaded.config, { file, version: loaded.version, jwt: loaded.jwt });
   const n = (count: number, word: string) => `${count} ${word}${count === 1 ? "" : "s"}`;
   process.stdout.write(
     `config OK: ${n(rt.routeList.length, "route")}, ${n(rt.plans.size, "plan")}, ${n(loaded.config.clients.length, "client")}\n`,

@@ -131,7 +131,11 @@ export class Gateway {
   static async start(options: GatewayOptions): Promise<Gateway> {
     const loaded = await loadConfigFile(options.configFile, options.env ?? process.env);
     if (!loaded.ok) throw new ConfigError(loaded.problems);
-    const runtime = compileRuntime(loaded.config, { file: loaded.file, version: loaded.version });
+    const runtime = compileRuntime(loaded.config, {
+      file: loaded.file,
+      version: loaded.version,
+      jwt: loaded.jwt,
+    });
     const logger = options.logger ?? createLogger(loaded.config.log.level);
     const gateway = new Gateway(runtime, logger, options.env ?? process.env);
     if (!(await gateway.store.waitUntilReady(STARTUP_STORE_WAIT_MS))) {
@@ -176,7 +180,11 @@ export class Gateway {
         return { ok: true, version: loaded.version, changed: false, restartRequired: [] };
       }
       const split = splitRestartOnly(this.runtime.config, loaded.config);
-      const next = compileRuntime(split.config, { file: loaded.file, version: loaded.version });
+      const next = compileRuntime(split.config, {
+        file: loaded.file,
+        version: loaded.version,
+        jwt: loaded.jwt,
+      });
       this.runtime = next;
       this.limiter = this.newLimiter(next);
       this.pools.retain(next.upstreams);

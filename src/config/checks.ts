@@ -230,13 +230,41 @@ function notYet(
   }
 }
 
+function checkJwt(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
+  const jwt = config.identity.jwt;
+  if (!jwt) return;
+  const path: PathSegment[] = ["identity", "jwt"];
+  const sources = (["secret", "public_key_file", "jwks_file"] as const).filter((k) => jwt[k] !== undefined);
+  if (sources.length !== 1) {
+    add(
+      path,
+      sources.length === 0
+        ? "jwt needs a key: exactly one of secret, public_key_file or jwks_file"
+        : `jwt takes exactly one of secret, public_key_file or jwks_file, not ${sources.join(" and ")}`,
+    );
+  }
+  if (jwt.secret !== undefined && jwt.secret.length < 32) {
+    add(
+      path,
+      "secret must be at least 32 characters: a shorter HMAC secret can be guessed offline",
+      "secret",
+    );
+  }
+  if (jwt.default_plan !== undefined && !(jwt.default_plan in config.plans)) {
+    add(path, `default_plan "${jwt.default_plan}" is not a plan of this file`, "default_plan");
+  }
+  if (jwt.claims.plan === undefined && jwt.default_plan === undefined) {
+    add(path, "say which plan a token gets: claims.plan (e.g. plan), default_plan, or both");
+  }
+}
+
 function checkNotYetSupported(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
   if (config.workers !== 1) add([], `workers: ${config.workers} ${NOT_YET} (only 1)`, "workers");
   if (config.sustained_denial !== undefined) add([], `sustained_denial ${NOT_YET}`, "sustained_denial");
   for (const key of ["cluster", "sentinel"] as const) {
     if (config.store[key] !== undefined) add(["store"], `${key} ${NOT_YET}`, key);
   }
-  if (config.identity.jwt !== undefined) add(["identity"], `jwt ${NOT_YET}`, "jwt");
+  checkJwt(config, add);
   config.routes.forEach((route, i) => {
     if (route.max_body !== undefined) add(["routes", i], `max_body ${NOT_YET}`, "max_body");
   });

@@ -3,6 +3,7 @@
 // CIDR sets. A reload builds a new runtime and swaps one reference.
 import { createHash } from "node:crypto";
 import { CidrSet, parseCidr } from "../identity/ip.js";
+import type { JwtVerifier } from "../identity/jwt.js";
 import type { LimitSpec } from "../limits/spec.js";
 import { methodSet, RouteMatcher } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
@@ -72,6 +73,9 @@ export interface Runtime {
     trustedProxies: CidrSet;
     clientIpHeader: "x-forwarded-for" | "forwarded";
     ipv6Prefix: number;
+    /** Verifies bearer JWTs; undefined when the config has no identity.jwt. */
+    jwt: JwtVerifier | undefined;
+    jwtDefaultPlan: string | undefined;
   };
   readonly deny: { ips: CidrSet; clients: ReadonlySet<string> };
   readonly exempt: { ips: CidrSet; clients: ReadonlySet<string> };
@@ -154,7 +158,10 @@ function cidrSet(list: readonly string[]): CidrSet {
   return new CidrSet(list.map((text) => parseCidr(text)!));
 }
 
-export function compileRuntime(config: Config, meta: { file: string; version: string }): Runtime {
+export function compileRuntime(
+  config: Config,
+  meta: { file: string; version: string; jwt?: JwtVerifier | undefined },
+): Runtime {
   const upstreams = new Map(
     Object.entries(config.upstreams).map(([name, u]) => [name, compileUpstream(name, u)]),
   );
@@ -213,6 +220,8 @@ export function compileRuntime(config: Config, meta: { file: string; version: st
       trustedProxies: cidrSet(config.identity.trusted_proxies),
       clientIpHeader: config.identity.client_ip_header,
       ipv6Prefix: config.identity.ipv6_prefix,
+      jwt: meta.jwt,
+      jwtDefaultPlan: config.identity.jwt?.default_plan,
     },
     deny: { ips: cidrSet(config.deny.ips), clients: new Set(config.deny.clients) },
     exempt: { ips: cidrSet(config.exempt.ips), clients: new Set(config.exempt.clients) },

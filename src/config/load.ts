@@ -2,8 +2,12 @@
 // Every failure comes back as ConfigProblems with file:line:column; nothing here throws on bad
 // input, so `--check`, start-up and reload all report the same way.
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
+import type { JSONWebKeySet } from "jose";
 import type { z } from "zod";
+import { JwtVerifier } from "../identity/jwt.js";
 import { checkConfig } from "./checks.js";
 import { type PathSegment, PositionedDocument } from "./document.js";
 import { substituteEnv } from "./env.js";
@@ -11,7 +15,7 @@ import { type ConfigProblem, suggest } from "./problems.js";
 import { type Config, configSchema } from "./schema.js";
 
 export type LoadResult =
-  | { ok: true; config: Config; file: string; version: string }
+  | { ok: true; config: Config; file: string; version: string; jwt: JwtVerifier | undefined }
   | { ok: false; problems: ConfigProblem[] };
 
 export async function loadConfigFile(
@@ -67,7 +71,68 @@ export function loadConfigText(
       ),
     };
   }
-  return { ok: true, config: parsed.data, file, version: createHash("sha256").update(source).digest("hex") };
+  const jwt = loadJwtVerifier(parsed.data, file);
+  if (!jwt.ok) return { ok: false, problems: [doc.problem(jwt.path, jwt.message)] };
+  // The version covers the key file too: rotating a JWKS is a change that a reload applies.
+  const version = createHash("sha256").update(source);
+  if (jwt.keyText !== undefined) version.update("\0").update(jwt.keyText);
+  return { ok: true, config: parsed.data, file, version: version.digest("hex"), jwt: jwt.verifier };
+}
+
+/**
+ * Reads the JWT key material the config names (files relative to the config's directory), so a
+ * reload re-reads it. A file that cannot be read or a key that cannot be used is a config error
+ * at that key.
+ */
+function loadJwtVerifier(
+  config: Config,
+  file: string,
+):
+  | { ok: true; verifier: JwtVerifier | undefined; keyText?: string }
+  | { ok: false; path: PathSegment[]; message: string } {
+  const jwt = config.identity.jwt;
+  if (!jwt) return { ok: true, verifier: undefined };
+  const keyName =
+    jwt.public_key_file !== undefined
+      ? "public_key_file"
+      : jwt.jwks_file !== undefined
+        ? "jwks_file"
+        : "secret";
+  const path: PathSegment[] = ["identity", "jwt", keyName];
+  const options = {
+    issuer: jwt.issuer,
+    audience: jwt.audience,
+    clockToleranceMs: jwt.clock_tolerance,
+    claims: jwt.claims,
+  };
+  try {
+    if (jwt.secret !== undefined)
+      return { ok: true, verifier: new JwtVerifier({ secret: jwt.secret }, options) };
+    const keyFile = resolve(dirname(file), (jwt.public_key_file ?? jwt.jwks_file)!);
+    let text: string;
+    try {
+      text = readFileSync(keyFile, "utf8");
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      return {
+        ok: false,
+        path,
+        message: `cannot read ${keyFile}: ${code === "ENOENT" ? "no such file" : String(code ?? err)}`,
+      };
+    }
+    if (jwt.public_key_file !== undefined) {
+      return { ok: true, verifier: new JwtVerifier({ publicKeyPem: text }, options), keyText: text };
+    }
+    let jwks: unknown;
+    try {
+      jwks = JSON.parse(text);
+    } catch {
+      return { ok: false, path, message: `${keyFile} is not JSON (expected a JWKS: {"keys": [...]})` };
+    }
+    return { ok: true, verifier: new JwtVerifier({ jwks: jwks as JSONWebKeySet }, options), keyText: text };
+  } catch (err) {
+    return { ok: false, path, message: `the key cannot be used: ${(err as Error).message}` };
+  }
 }
 
 function issueProblems(doc: PositionedDocument, issue: z.core.$ZodIssue): ConfigProblem[] {

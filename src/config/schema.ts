@@ -181,18 +181,26 @@ export const configSchema = z
           .default({ header: "x-api-key", bearer: false, on_unknown: "reject" }),
         jwt: z
           .strictObject({
-            secret: z.string().optional(),
-            public_key_file: z.string().optional(),
-            jwks_file: z.string().optional(),
-            issuer: z.string().optional(),
-            audience: z.string().optional(),
+            secret: z.string().optional().describe("HS256/384/512 shared secret (at least 32 characters)"),
+            public_key_file: z
+              .string()
+              .optional()
+              .describe("PEM public key (RSA, EC or Ed25519); relative to the config file"),
+            jwks_file: z.string().optional().describe("a JWKS file; the token's kid selects the key"),
+            issuer: z.string().optional().describe("required iss"),
+            audience: z.string().optional().describe("required aud"),
+            clock_tolerance: duration().default(5000).describe("leeway for exp and nbf (default 5s)"),
             claims: z
               .strictObject({
-                client: z.string().optional(),
-                tenant: z.string().optional(),
-                plan: z.string().optional(),
+                client: z.string().default("sub").describe("claim naming the client (default sub)"),
+                tenant: z.string().optional().describe("claim naming the tenant"),
+                plan: z.string().optional().describe("claim naming the plan"),
               })
-              .optional(),
+              .default({ client: "sub" }),
+            default_plan: z
+              .string()
+              .optional()
+              .describe("plan for tokens without a plan claim (else they are refused)"),
           })
           .optional(),
         trusted_proxies: z.array(cidr).default([]),

@@ -2,6 +2,7 @@
 import { createHash, hash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import type { CompiledClient, CompiledPlan, Runtime } from "../config/compile.js";
+import type { JwtResult } from "./jwt.js";
 
 export type Caller =
   | { kind: "client"; id: string; plan: CompiledPlan; tenant: string | undefined; ipKey: string }
@@ -9,7 +10,11 @@ export type Caller =
 
 export type Identification =
   | { ok: true; caller: Caller }
-  | { ok: false; reason: "unknown_key" | "ambiguous_key" | "credential_required"; detail: string };
+  | {
+      ok: false;
+      reason: "unknown_key" | "ambiguous_key" | "credential_required" | "invalid_jwt";
+      detail: string;
+    };
 
 const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
 
@@ -53,7 +58,49 @@ function lookupClient(rt: Runtime, key: string): CompiledClient | undefined {
   return client;
 }
 
-export function identifyCaller(headers: IncomingHttpHeaders, ipKey: string, rt: Runtime): Identification {
+/** Three base64url segments: what a compact JWS looks like, as opposed to an opaque API key. */
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/**
+ * Who is calling. The API key header wins over a JWT: a request that carries both is the key's
+ * client, and its Authorization header goes upstream unread. A bearer token is a JWT when the
+ * config has identity.jwt, unless API keys may also come as bearer tokens and this one does not
+ * look like a JWT. Resolves synchronously except for a JWT not verified before.
+ */
+export function identifyCaller(
+  headers: IncomingHttpHeaders,
+  ipKey: string,
+  rt: Runtime,
+): Identification | Promise<Identification> {
+  const jwt = rt.identity.jwt;
+  if (jwt && headers[rt.identity.header] === undefined && headers.authorization !== undefined) {
+    const token = BEARER.exec(headers.authorization)?.[1];
+    if (token !== undefined && (!rt.identity.bearer || JWT_SHAPE.test(token))) {
+      return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
+    }
+  }
+  return identifyByKey(headers, ipKey, rt);
+}
+
+function jwtCaller(result: JwtResult, ipKey: string, rt: Runtime): Identification {
+  if (!result.ok) return { ok: false, reason: "invalid_jwt", detail: result.detail };
+  const { client, tenant, plan: planName } = result.identity;
+  const name = planName ?? rt.identity.jwtDefaultPlan;
+  const plan = name === undefined ? undefined : rt.plans.get(name);
+  if (!plan) {
+    return {
+      ok: false,
+      reason: "invalid_jwt",
+      detail:
+        name === undefined
+          ? "the JWT names no plan and this gateway has no default plan for tokens"
+          : `the JWT names plan "${name}", which this gateway does not have`,
+    };
+  }
+  return { ok: true, caller: { kind: "client", id: client, plan, tenant, ipKey } };
+}
+
+function identifyByKey(headers: IncomingHttpHeaders, ipKey: string, rt: Runtime): Identification {
   const key = presentedKey(headers, rt);
   if (Array.isArray(key)) {
     return { ok: false, reason: "ambiguous_key", detail: `send the ${rt.identity.header} header once` };
@@ -71,11 +118,13 @@ export function identifyCaller(headers: IncomingHttpHeaders, ipKey: string, rt: 
       return { ok: false, reason: "unknown_key", detail: "the API key is not valid" };
     }
   }
-  if (!rt.anonymousPlan && rt.clientsByKeyHash.size > 0) {
+  if (!rt.anonymousPlan && (rt.clientsByKeyHash.size > 0 || rt.identity.jwt)) {
     return {
       ok: false,
       reason: "credential_required",
-      detail: `an API key is required (header ${rt.identity.header}${rt.identity.bearer ? " or Authorization: Bearer" : ""})`,
+      detail: rt.identity.jwt
+        ? `a credential is required (header ${rt.identity.header}, or a JWT as Authorization: Bearer)`
+        : `an API key is required (header ${rt.identity.header}${rt.identity.bearer ? " or Authorization: Bearer" : ""})`,
     };
   }
   return { ok: true, caller: { kind: "anonymous", plan: rt.anonymousPlan, ipKey } };

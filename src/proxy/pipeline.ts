@@ -9,7 +9,7 @@ import type { CompiledRoute, Runtime } from "../config/compile.js";
 import { formatDuration } from "../config/units.js";
 import { problemFor, QUOTA_EXCEEDED, sendProblem, TEMPORARY_REDUCED_CAPACITY } from "../http/problem.js";
 import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
-import { type Caller, identifyCaller } from "../identity/caller.js";
+import { type Caller, type Identification, identifyCaller } from "../identity/caller.js";
 import { resolveClientIp } from "../identity/forwarded.js";
 import { ipKeyFor, type Peer, socketPeer } from "../identity/peer.js";
 import type { DegradedReason, LimitDecision, Limiter } from "../limits/limiter.js";
@@ -102,8 +102,20 @@ export function createPipeline(deps: PipelineDeps) {
     complete(rt, log);
   };
 
-  // A bug or an unexpected throw below must cost one request, never the process: answer 500
-  // (or cut the response if it started) and keep the in-flight count honest for shutdown.
+  /**
+   * A bug or an unexpected throw must cost one request, never the process: answer 500 (or cut
+   * the response if it started) and keep the in-flight count honest for shutdown.
+   */
+  const guarded = (rt: Runtime, res: ServerResponse, log: RequestLog, work: () => void) => {
+    try {
+      work();
+    } catch (err) {
+      logger.error({ err, request_id: log.requestId }, "request handler failed");
+      if (!log.done)
+        reject(rt, res, log, "internal_error", "internal_error", "the gateway failed to handle this request");
+    }
+  };
+
   return function handle(req: IncomingMessage, res: ServerResponse): void {
     const rt = deps.runtime();
     deps.inFlight.count++;
@@ -118,13 +130,7 @@ export function createPipeline(deps: PipelineDeps) {
       startedAt: performance.now(),
       done: false,
     };
-    try {
-      handleRequest(rt, req, res, log);
-    } catch (err) {
-      logger.error({ err, request_id: log.requestId }, "request handler failed");
-      if (!log.done)
-        reject(rt, res, log, "internal_error", "internal_error", "the gateway failed to handle this request");
-    }
+    guarded(rt, res, log, () => handleRequest(rt, req, res, log));
   };
 
   function handleRequest(rt: Runtime, req: IncomingMessage, res: ServerResponse, log: RequestLog): void {
@@ -155,94 +161,108 @@ export function createPipeline(deps: PipelineDeps) {
     const peerTrusted =
       rt.identity.trustedProxies.size > 0 && rt.identity.trustedProxies.contains(peer.bytes);
 
-    const identified = identifyCaller(req.headers, ipKeyFor(ip, peer, rt.identity.ipv6Prefix), rt);
-    if (!identified.ok) {
-      reject(rt, res, log, "unauthorized", "unauthorized", identified.detail);
-      return;
-    }
-    const caller = identified.caller;
-    log.callerKind = caller.kind;
-    log.callerId = caller.kind === "client" ? caller.id : caller.ipKey;
-
-    if (rt.deny.ips.contains(ip) || (caller.kind === "client" && rt.deny.clients.has(caller.id))) {
-      reject(rt, res, log, "caller_denied", "caller_denied", "this caller is not allowed to use this API");
-      return;
-    }
-    const exempt =
-      rt.exempt.ips.contains(ip) || (caller.kind === "client" && rt.exempt.clients.has(caller.id));
-
-    const proceed = (decision: LimitDecision) => {
-      const responseHeaders: Record<string, string> = { "x-request-id": log.requestId };
-      // on_failure: local decided in-process: a real decision, but say it is degraded.
-      if ((decision.kind === "allowed" || decision.kind === "denied") && decision.degraded) {
-        metrics.storeErrors.labels(decision.degraded).inc();
-        responseHeaders["x-ratelimit-degraded"] = "true";
+    const withCaller = (identified: Identification): void => {
+      if (!identified.ok) {
+        reject(rt, res, log, "unauthorized", "unauthorized", identified.detail);
+        return;
       }
-      switch (decision.kind) {
-        case "denied": {
-          sendTooMany(rt, res, log, decision, responseHeaders);
-          return;
-        }
-        case "degraded":
-          metrics.storeErrors.labels(decision.reason).inc();
+      const caller = identified.caller;
+      log.callerKind = caller.kind;
+      log.callerId = caller.kind === "client" ? caller.id : caller.ipKey;
+
+      if (rt.deny.ips.contains(ip) || (caller.kind === "client" && rt.deny.clients.has(caller.id))) {
+        reject(rt, res, log, "caller_denied", "caller_denied", "this caller is not allowed to use this API");
+        return;
+      }
+      const exempt =
+        rt.exempt.ips.contains(ip) || (caller.kind === "client" && rt.exempt.clients.has(caller.id));
+
+      const proceed = (decision: LimitDecision) => {
+        const responseHeaders: Record<string, string> = { "x-request-id": log.requestId };
+        // on_failure: local decided in-process: a real decision, but say it is degraded.
+        if ((decision.kind === "allowed" || decision.kind === "denied") && decision.degraded) {
+          metrics.storeErrors.labels(decision.degraded).inc();
           responseHeaders["x-ratelimit-degraded"] = "true";
-          if (decision.policy === "closed") {
-            sendUnavailable(rt, res, log, decision.reason, responseHeaders);
+        }
+        switch (decision.kind) {
+          case "denied": {
+            sendTooMany(rt, res, log, decision, responseHeaders);
             return;
           }
-          log.decision = "degraded_open";
-          break;
-        case "allowed":
-          rateLimitHeaders(decision.applied, rt.headerStyles, Date.now(), responseHeaders);
-          log.decision = decision.degraded ? "degraded_local" : "allowed";
-          break;
-        case "unlimited":
-          log.decision = exempt ? "exempt" : "allowed";
-          break;
+          case "degraded":
+            metrics.storeErrors.labels(decision.reason).inc();
+            responseHeaders["x-ratelimit-degraded"] = "true";
+            if (decision.policy === "closed") {
+              sendUnavailable(rt, res, log, decision.reason, responseHeaders);
+              return;
+            }
+            log.decision = "degraded_open";
+            break;
+          case "allowed":
+            rateLimitHeaders(decision.applied, rt.headerStyles, Date.now(), responseHeaders);
+            log.decision = decision.degraded ? "degraded_local" : "allowed";
+            break;
+          case "unlimited":
+            log.decision = exempt ? "exempt" : "allowed";
+            break;
+        }
+        const allowed = decision.kind === "allowed" ? decision : null;
+        const send = () =>
+          forwardAllowed(
+            rt,
+            req,
+            res,
+            log,
+            route,
+            caller,
+            peer,
+            peerTrusted,
+            target.path + target.query,
+            responseHeaders,
+            allowed,
+          );
+        if (allowed && allowed.delayMs > 0) waitForSlot(rt, res, log, allowed, send);
+        else send();
+      };
+
+      if (exempt) {
+        proceed({ kind: "unlimited" });
+        return;
       }
-      const allowed = decision.kind === "allowed" ? decision : null;
-      const send = () =>
-        forwardAllowed(
-          rt,
-          req,
-          res,
-          log,
-          route,
-          caller,
-          peer,
-          peerTrusted,
-          target.path + target.query,
-          responseHeaders,
-          allowed,
-        );
-      if (allowed && allowed.delayMs > 0) waitForSlot(rt, res, log, allowed, send);
-      else send();
+      const checkStart = performance.now();
+      deps
+        .limiter()
+        .check(caller, route)
+        .then((decision) => {
+          const seconds = (performance.now() - checkStart) / 1000;
+          metrics.checkDuration.observe(seconds);
+          log.checkMs = round(seconds * 1000);
+          proceed(decision);
+        })
+        .catch((err: unknown) => {
+          // Limiter.check returns store failures as decisions; reaching here is a bug. Answer anyway.
+          logger.error({ err, request_id: log.requestId }, "limit check failed unexpectedly");
+          proceed({
+            kind: "degraded",
+            reason: "connection",
+            policy: route.onFailure === "closed" ? "closed" : "open",
+            error: err as Error,
+          });
+        });
     };
 
-    if (exempt) {
-      proceed({ kind: "unlimited" });
-      return;
+    const identifying = identifyCaller(req.headers, ipKeyFor(ip, peer, rt.identity.ipv6Prefix), rt);
+    if (identifying instanceof Promise) {
+      identifying.then(
+        (identified) => guarded(rt, res, log, () => withCaller(identified)),
+        (err: unknown) =>
+          guarded(rt, res, log, () => {
+            throw err;
+          }),
+      );
+    } else {
+      withCaller(identifying);
     }
-    const checkStart = performance.now();
-    deps
-      .limiter()
-      .check(caller, route)
-      .then((decision) => {
-        const seconds = (performance.now() - checkStart) / 1000;
-        metrics.checkDuration.observe(seconds);
-        log.checkMs = round(seconds * 1000);
-        proceed(decision);
-      })
-      .catch((err: unknown) => {
-        // Limiter.check returns store failures as decisions; reaching here is a bug. Answer anyway.
-        logger.error({ err, request_id: log.requestId }, "limit check failed unexpectedly");
-        proceed({
-          kind: "degraded",
-          reason: "connection",
-          policy: route.onFailure === "closed" ? "closed" : "open",
-          error: err as Error,
-        });
-      });
   }
 
   /**

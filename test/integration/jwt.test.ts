@@ -1,0 +1,166 @@
+// JWT callers through a real gateway: the token's claims choose client, tenant and plan; a bad
+// token is a 401 that says why; an API key beside a JWT wins; key files reload with the config.
+import { generateKeyPairSync } from "node:crypto";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { exportJWK, SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfigText } from "../../src/config/load.js";
+import { createLogger } from "../../src/log.js";
+import { Gateway } from "../../src/server.js";
+import { type InProcessGateway, LogSink, startGateway, writeConfig } from "../support/gateway.js";
+import { send } from "../support/http.js";
+import { startUpstream, type TestUpstream } from "../support/upstream.js";
+
+const SECRET = "integration-secret-integration-secret-42";
+const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+
+const config = (upstreamUrl: string, jwt: string) => `
+listen: 127.0.0.1:0
+admin: { listen: 127.0.0.1:0 }
+log: { level: warn }
+store: { url: "memory://" }
+upstreams: { api: ${upstreamUrl} }
+identity:
+  api_key: { header: x-api-key, bearer: false }
+  jwt:
+${jwt}
+    issuer: https://auth.example.com
+    audience: api
+    claims: { client: sub, tenant: org, plan: tier }
+    default_plan: free
+clients:
+  - { id: keyed, key: the-api-key, plan: pro }
+plans:
+  free: { global: { rate: 1/m, burst: 2 } }
+  pro: { global: { rate: 1/m, burst: 50 } }
+routes:
+  - { name: default, match: { path: / }, upstream: api }
+`;
+
+let upstream: TestUpstream;
+let gw: InProcessGateway;
+const now = () => Math.floor(Date.now() / 1000);
+const token = (claims: Record<string, unknown>, secret = SECRET) =>
+  new SignJWT({ iss: "https://auth.example.com", aud: "api", exp: now() + 300, ...claims })
+    .setProtectedHeader({ alg: "HS256" })
+    .sign(Buffer.from(secret));
+const bearer = async (claims: Record<string, unknown>, secret?: string) => ({
+  authorization: `Bearer ${await token(claims, secret)}`,
+});
+
+beforeAll(async () => {
+  upstream = await startUpstream();
+  gw = await startGateway(config(upstream.url, `    secret: ${SECRET}`));
+});
+afterAll(async () => {
+  await gw?.stop();
+  await upstream.close();
+});
+
+describe("JWT callers", () => {
+  it("a valid token's claims give client, tenant and plan, forwarded upstream and limited by that plan", async () => {
+    const headers = await bearer({ sub: "user-7", org: "acme", tier: "pro" });
+    const r = await send(gw.url, { path: "/x", headers });
+    expect(r.status).toBe(200);
+    expect(r.headers["ratelimit-policy"]).toContain('"pro.global";q=50');
+    const seen = upstream.received.at(-1)!;
+    expect(seen.headers["tollgate-client"]).toBe("user-7");
+    expect(seen.headers["tollgate-tenant"]).toBe("acme");
+    expect(seen.headers["tollgate-plan"]).toBe("pro");
+  });
+
+  it("a token without a plan claim gets default_plan, and its own bucket", async () => {
+    const headers = await bearer({ sub: "user-8" });
+    const codes = [];
+    for (let i = 0; i < 3; i++) codes.push((await send(gw.url, { path: "/x", headers })).status);
+    expect(codes).toEqual([200, 200, 429]);
+  });
+
+  it.each([
+    ["expired", { sub: "u", exp: now() - 60 }, undefined, "the JWT has expired"],
+    ["not yet valid", { sub: "u", nbf: now() + 60 }, undefined, "not valid yet"],
+    ["wrong issuer", { sub: "u", iss: "https://evil" }, undefined, "issuer"],
+    ["wrong audience", { sub: "u", aud: "other" }, undefined, "audience"],
+    ["bad signature", { sub: "u" }, "some-other-secret-some-other-secret-0", "signature does not verify"],
+    ["a plan that does not exist", { sub: "u", tier: "platinum" }, undefined, 'plan "platinum"'],
+  ])("%s → 401 naming the reason", async (_name, claims, secret, reason) => {
+    const r = await send(gw.url, { path: "/x", headers: await bearer(claims, secret) });
+    expect(r.status).toBe(401);
+    expect(r.headers["content-type"]).toBe("application/problem+json");
+    expect(r.json<{ detail: string }>().detail).toContain(reason);
+  });
+
+  it("alg none is a 401", async () => {
+    const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url");
+    const unsigned = `${b64({ alg: "none" })}.${b64({ sub: "u", iss: "https://auth.example.com", aud: "api" })}.`;
+    const r = await send(gw.url, { path: "/x", headers: { authorization: `Bearer ${unsigned}` } });
+    expect(r.status).toBe(401);
+    expect(r.json<{ detail: string }>().detail).toContain("alg: none");
+  });
+
+  it("an API key beside a JWT wins: the request is the key's client", async () => {
+    const headers = { ...(await bearer({ sub: "user-9", tier: "free" })), "x-api-key": "the-api-key" };
+    const r = await send(gw.url, { path: "/x", headers });
+    expect(r.status).toBe(200);
+    expect(upstream.received.at(-1)!.headers["tollgate-client"]).toBe("keyed");
+    // Even beside an invalid JWT: the key decides, the JWT is not read.
+    const withBad = { authorization: "Bearer not-a-jwt", "x-api-key": "the-api-key" };
+    expect((await send(gw.url, { path: "/x", headers: withBad })).status).toBe(200);
+  });
+});
+
+describe("JWT key files", () => {
+  const signRs = (kid: string, key = privateKey) =>
+    new SignJWT({ sub: "svc", iss: "https://auth.example.com", aud: "api", exp: now() + 300 })
+      .setProtectedHeader({ alg: "RS256", kid })
+      .sign(key);
+
+  it("a public_key_file is read relative to the config; a missing one is refused at its key", () => {
+    const file = writeConfig(config(upstream.url, "    public_key_file: keys/jwt.pem"));
+    const missing = loadConfigText(readFileSync(file, "utf8"), file, {});
+    expect(missing.ok).toBe(false);
+    expect(!missing.ok && missing.problems[0]).toMatchObject({
+      path: "identity.jwt.public_key_file",
+      message: expect.stringContaining("no such file"),
+    });
+    mkdirSync(join(dirname(file), "keys"));
+    writeFileSync(join(dirname(file), "keys", "jwt.pem"), publicKey.export({ type: "spki", format: "pem" }));
+    const loaded = loadConfigText(readFileSync(file, "utf8"), file, {});
+    expect(loaded.ok && loaded.jwt?.algorithms).toContain("RS256");
+  });
+
+  it("a jwks_file is re-read on reload: a rotated key takes over, the old one is refused", async () => {
+    const file = writeConfig(config(upstream.url, "    jwks_file: jwks.json"));
+    const jwksFile = join(dirname(file), "jwks.json");
+    const writeJwks = async (kid: string, key = publicKey) =>
+      writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...(await exportJWK(key)), kid, alg: "RS256" }] }));
+    await writeJwks("k1");
+    const gateway = await Gateway.start({
+      configFile: file,
+      env: {},
+      logger: createLogger("warn", new LogSink()),
+    });
+    const url = `http://127.0.0.1:${gateway.proxyAddress!.port}`;
+    try {
+      const old = await signRs("k1");
+      const first = await send(url, { path: "/x", headers: { authorization: `Bearer ${old}` } });
+      expect(first.status, first.body).toBe(200);
+      const next = generateKeyPairSync("rsa", { modulusLength: 2048 });
+      await writeJwks("k2", next.publicKey);
+      expect(await gateway.reload("admin")).toMatchObject({ ok: true });
+      const rotated = await signRs("k2", next.privateKey);
+      expect((await send(url, { path: "/x", headers: { authorization: `Bearer ${rotated}` } })).status).toBe(
+        200,
+      );
+      const refused = await send(url, {
+        path: "/x",
+        headers: { authorization: `Bearer ${await signRs("k1")}` },
+      });
+      expect(refused.status).toBe(401);
+      expect(refused.json<{ detail: string }>().detail).toContain("kid");
+    } finally {
+      await gateway.stop(500);
+    }
+  });
+});
