@@ -39,8 +39,11 @@ function unwrapOrNull(text: string): Hop {
   return bytes ? unwrapMapped(bytes) : null;
 }
 
+/** Empty list elements (`a, , b`, a trailing comma) are not hops: RFC 9110 §5.6.1 says to ignore them. */
 export function parseXForwardedFor(value: string): Hop[] {
-  return value.split(",").map(parseNode);
+  const hops: Hop[] = [];
+  for (const element of value.split(",")) if (element.trim() !== "") hops.push(parseNode(element));
+  return hops;
 }
 
 /**
@@ -50,6 +53,7 @@ export function parseXForwardedFor(value: string): Hop[] {
 export function parseForwarded(value: string): Hop[] {
   const hops: Hop[] = [];
   for (const element of splitOutsideQuotes(value, ",")) {
+    if (element.trim() === "") continue;
     let hop: Hop = null;
     for (const pair of splitOutsideQuotes(element, ";")) {
       const eq = pair.indexOf("=");
