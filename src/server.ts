@@ -11,6 +11,7 @@ import { compileRuntime, type Runtime } from "./config/compile.js";
 import { loadConfigFile } from "./config/load.js";
 import { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
 import { splitRestartOnly } from "./config/restart.js";
+import { answerClientError } from "./http/client-error.js";
 import { BreakerStore, DEFAULT_BREAKER } from "./limits/breaker.js";
 import { Limiter } from "./limits/limiter.js";
 import type { Store } from "./limits/store.js";
@@ -26,7 +27,35 @@ export interface GatewayOptions {
   logger?: Logger;
   /** Reload when the file changes (default true). */
   watch?: boolean;
+  /** Overrides of PROXY_SERVER_OPTIONS (tests shorten the timeouts). */
+  serverOptions?: Partial<typeof PROXY_SERVER_OPTIONS>;
 }
+
+/**
+ * Limits against slow and oversized clients. Node checks the two timeouts every
+ * `connectionsCheckingInterval` (30 s by default, which would let a slowloris client hold a
+ * connection for half a minute past them).
+ */
+export const PROXY_SERVER_OPTIONS: {
+  headersTimeout: number;
+  requestTimeout: number;
+  keepAliveTimeout: number;
+  connectionsCheckingInterval: number;
+  maxHeaderSize: number;
+  requireHostHeader: boolean;
+} = {
+  /** The whole header block must arrive within this. */
+  headersTimeout: 10_000,
+  /** The whole request, body included, must arrive within this. */
+  requestTimeout: 120_000,
+  /** An idle keep-alive connection is closed after this. */
+  keepAliveTimeout: 5000,
+  connectionsCheckingInterval: 1000,
+  /** Larger header blocks are a 431. */
+  maxHeaderSize: 16 * 1024,
+  // Checked in the pipeline instead, so the 400 is a problem+json like every other.
+  requireHostHeader: false,
+};
 
 export type ReloadTrigger = "watch" | "signal" | "admin";
 
@@ -144,7 +173,7 @@ export class Gateway {
         "limit store not reachable at start; serving with the failure policy until it is",
       );
     }
-    await gateway.listen();
+    await gateway.listen({ ...PROXY_SERVER_OPTIONS, ...options.serverOptions });
     if (options.watch !== false) gateway.watchConfig();
     return gateway;
   }
@@ -243,7 +272,7 @@ export class Gateway {
     return this.store;
   }
 
-  private async listen(): Promise<void> {
+  private async listen(serverOptions: typeof PROXY_SERVER_OPTIONS): Promise<void> {
     const pipeline = createPipeline({
       runtime: () => this.runtime,
       limiter: () => this.limiter,
@@ -252,7 +281,8 @@ export class Gateway {
       logger: this.logger,
       inFlight: this.inFlight,
     });
-    this.proxyServer = createServer({ keepAliveTimeout: 5000 }, pipeline);
+    this.proxyServer = createServer(serverOptions, pipeline);
+    this.proxyServer.on("clientError", answerClientError);
     const admin = createAdminHandler({
       runtime: () => this.runtime,
       store: () => this.store,

@@ -265,7 +265,4 @@ function checkNotYetSupported(config: Config, add: (p: PathSegment[], m: string,
     if (config.store[key] !== undefined) add(["store"], `${key} ${NOT_YET}`, key);
   }
   checkJwt(config, add);
-  config.routes.forEach((route, i) => {
-    if (route.max_body !== undefined) add(["routes", i], `max_body ${NOT_YET}`, "max_body");
-  });
 }

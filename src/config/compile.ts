@@ -40,6 +40,8 @@ export interface CompiledRoute {
   by: LimitScope;
   cost: number;
   onFailure: FailurePolicy;
+  /** Largest request body in bytes (max_body); undefined: no cap. */
+  maxBody: number | undefined;
 }
 
 export interface CompiledPlan {
@@ -176,6 +178,7 @@ export function compileRuntime(
       by: r.by ?? "caller",
       cost: r.cost,
       onFailure: r.on_failure ?? config.store.on_failure,
+      maxBody: r.max_body,
     };
   });
 

@@ -2,6 +2,7 @@
 // intermediate streams, backpressure passed through (a slow client pauses the upstream read),
 // and a client that goes away aborts the upstream request.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { Readable } from "node:stream";
 import type { Dispatcher, Pool } from "undici";
 import type { CompiledUpstream } from "../config/compile.js";
 import { type Problem, problemFor, sendProblem } from "../http/problem.js";
@@ -33,7 +34,32 @@ export interface ForwardRequest {
    * use it so the debit is committed before the client sees the response.
    */
   holdHead?: (headers: Record<string, string | string[] | undefined>) => Promise<unknown> | null;
+  /** Largest request body in bytes, counted while streaming (route max_body). */
+  maxBody?: number;
   onDone: (result: ForwardResult) => void;
+}
+
+class BodyTooLargeError extends Error {
+  constructor(readonly maxBody: number) {
+    super(`the request body is larger than ${maxBody} bytes`);
+    this.name = "BodyTooLargeError";
+  }
+}
+
+/**
+ * The request body, cut off as soon as it passes `maxBody`: what Content-Length cannot promise
+ * (a chunked body) is counted as it streams, and the upstream request is aborted at the limit.
+ */
+async function* cappedBody(req: IncomingMessage, maxBody: number, onExceeded: () => void) {
+  let seen = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    seen += chunk.length;
+    if (seen > maxBody) {
+      onExceeded();
+      throw new BodyTooLargeError(maxBody);
+    }
+    yield chunk;
+  }
 }
 
 const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
@@ -98,6 +124,7 @@ export function forward(f: ForwardRequest): void {
   // While holdHead's promise is pending: body chunks that already arrived, and whether the
   // upstream response already ended.
   let held: Buffer[] | null = null;
+  let tooLarge = false;
   let endedWhileHeld = false;
   const endResponse = () => {
     res.end();
@@ -153,6 +180,20 @@ export function forward(f: ForwardRequest): void {
       endResponse();
     },
     onResponseError(_c, err) {
+      if (tooLarge && !res.headersSent) {
+        res.off("close", onClientClose);
+        // The rest of the body is never read: close the connection after the answer.
+        sendProblem(
+          res,
+          problemFor(
+            "body_too_large",
+            `the request body is larger than ${f.maxBody} bytes, this route's max_body`,
+          ),
+          { ...f.responseHeaders, connection: "close" },
+        );
+        finish({ status: 413 });
+        return;
+      }
       if (err instanceof ClientGoneError || res.destroyed) {
         finish({ status: status || 499, clientGone: true });
         return;
@@ -177,7 +218,16 @@ export function forward(f: ForwardRequest): void {
       path: f.path,
       method: f.method,
       headers: f.headers,
-      body: f.withBody ? f.req : null,
+      body: !f.withBody
+        ? null
+        : f.maxBody === undefined
+          ? f.req
+          : Readable.from(
+              cappedBody(f.req, f.maxBody, () => {
+                tooLarge = true;
+              }),
+              { objectMode: false },
+            ),
       headersTimeout: f.upstream.timeoutMs,
       bodyTimeout: f.upstream.timeoutMs,
     },

@@ -94,11 +94,12 @@ export function createPipeline(deps: PipelineDeps) {
     decision: RequestDecision,
     code: Parameters<typeof problemFor>[0],
     detail: string,
+    headers: Record<string, string> = {},
   ) => {
     const problem = problemFor(code, detail);
     log.decision = decision;
     log.status = problem.status;
-    sendProblem(res, problem, { "x-request-id": log.requestId });
+    sendProblem(res, problem, { ...headers, "x-request-id": log.requestId });
     complete(rt, log);
   };
 
@@ -134,6 +135,11 @@ export function createPipeline(deps: PipelineDeps) {
   };
 
   function handleRequest(rt: Runtime, req: IncomingMessage, res: ServerResponse, log: RequestLog): void {
+    const framing = framingProblem(req);
+    if (framing) {
+      reject(rt, res, log, "bad_request", "bad_path", framing, { connection: "close" });
+      return;
+    }
     const target = normalizeTarget(req.url ?? "/");
     if (!target.ok) {
       reject(rt, res, log, "bad_request", "bad_path", `the request path cannot be used: ${target.reason}`);
@@ -176,6 +182,20 @@ export function createPipeline(deps: PipelineDeps) {
       }
       const exempt =
         rt.exempt.ips.contains(ip) || (caller.kind === "client" && rt.exempt.clients.has(caller.id));
+
+      // A body announced larger than the route takes is refused before it costs any limit.
+      if (route.maxBody !== undefined && Number(req.headers["content-length"] ?? 0) > route.maxBody) {
+        reject(
+          rt,
+          res,
+          log,
+          "bad_request",
+          "body_too_large",
+          `the request body is larger than ${route.maxBody} bytes, this route's max_body`,
+          { connection: "close" },
+        );
+        return;
+      }
 
       const proceed = (decision: LimitDecision) => {
         const responseHeaders: Record<string, string> = { "x-request-id": log.requestId };
@@ -393,6 +413,7 @@ export function createPipeline(deps: PipelineDeps) {
       path: upstream.basePath + pathAndQuery,
       headers,
       withBody: hasBody(req.headers),
+      maxBody: route.maxBody,
       responseHeaders,
       holdHead: chargeable
         ? (upstreamHeaders) => {
@@ -444,6 +465,23 @@ function describeLimit(spec: LimitSpec): string {
     default:
       return `"${spec.name}" allows ${spec.limit} requests per ${over}`;
   }
+}
+
+/**
+ * What Node's parser lets through but RFC 9112 refuses: a Transfer-Encoding whose last coding is
+ * not chunked (the body would run until the connection closes, read differently by every hop),
+ * and an HTTP/1.1 request without Host.
+ */
+const CHUNKED_LAST = /(?:^|,)[ \t]*chunked[ \t]*$/i;
+function framingProblem(req: IncomingMessage): string | null {
+  const te = req.headers["transfer-encoding"];
+  if (te !== undefined && !CHUNKED_LAST.test(te)) {
+    return "Transfer-Encoding must end with chunked; this request's body length is ambiguous";
+  }
+  if (req.headers.host === undefined && req.httpVersionMinor >= 1 && req.httpVersionMajor === 1) {
+    return "an HTTP/1.1 request needs a Host header";
+  }
+  return null;
 }
 
 function headerText(value: string | string[] | undefined): string | undefined {

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { Writable } from "node:stream";
 import { createLogger } from "../../src/log.js";
-import { Gateway } from "../../src/server.js";
+import { Gateway, type GatewayOptions } from "../../src/server.js";
 import { type RedisProcess, startRedis } from "./redis.js";
 import { startUpstream, type TestUpstream } from "./upstream.js";
 
@@ -39,12 +39,14 @@ export interface InProcessGateway {
 export async function startGateway(
   yaml: string,
   env: Record<string, string> = {},
+  serverOptions?: GatewayOptions["serverOptions"],
 ): Promise<InProcessGateway> {
   const logs = new LogSink();
   const gateway = await Gateway.start({
     configFile: writeConfig(yaml),
     env: { ...process.env, ...env },
     logger: createLogger("info", logs),
+    serverOptions,
   });
   return {
     gateway,
