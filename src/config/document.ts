@@ -36,8 +36,25 @@ export class PositionedDocument {
     return this.doc.errors.map((e) => this.problemAtOffset(e.pos[0], "", e.message.split("\n")[0]!));
   }
 
-  toJS(): unknown {
-    return this.doc.toJS({ maxAliasCount: 100 });
+  /**
+   * The document as plain data, or the problem that stops it becoming data: an alias to an
+   * anchor never set, or aliases that expand past the cap (the "billion laughs").
+   */
+  toJS(): { ok: true; value: unknown } | { ok: false; problem: ConfigProblem } {
+    try {
+      return { ok: true, value: this.doc.toJS({ maxAliasCount: 100 }) };
+    } catch (err) {
+      const message = (err as Error).message.split("\n")[0]!;
+      const alias = /alias/i.test(message);
+      return {
+        ok: false,
+        problem: this.problemAtOffset(
+          0,
+          "",
+          alias ? `YAML anchors and aliases: ${message}; write the value out instead` : message,
+        ),
+      };
+    }
   }
 
   problem(path: readonly PathSegment[], message: string, opts: { atKey?: string } = {}): ConfigProblem {

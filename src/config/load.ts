@@ -50,7 +50,9 @@ export function loadConfigText(
   const syntax = doc.syntaxProblems();
   if (syntax.length || envProblems.length) return { ok: false, problems: [...envProblems, ...syntax] };
 
-  const raw = doc.toJS();
+  const data = doc.toJS();
+  if (!data.ok) return { ok: false, problems: [data.problem] };
+  const raw = data.value;
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
     return { ok: false, problems: [doc.problem([], "the config must be a YAML mapping (key: value pairs)")] };
   }
