@@ -21,28 +21,21 @@ for i = 1, #KEYS do
   local algorithm = tonumber(ARGV[at])
   local p1, p2, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
   local k = KEYS[i]
-  local remaining, reset
   if algorithm == 1 or algorithm == 5 then
     local _, nxt = token_bucket_step(tonumber(redis.call('GET', k)), now, math.huge, p2, cost)
     token_bucket_commit(k, nxt, now)
-    remaining, reset = select(6, token_bucket_step(tonumber(redis.call('GET', k)), now, p1, p2, 0))
   elseif algorithm == 2 then
     local _, pending = fixed_window_step(redis.call('GET', k), now, math.huge, p2, cost)
     fixed_window_commit(k, pending)
-    remaining, reset = select(6, fixed_window_step(redis.call('GET', k), now, p1, p2, 0))
   elseif algorithm == 3 then
     local _, used = sliding_window_step(k, now, math.huge, p2, cost)
     sliding_window_commit(k, used, now, p2, cost)
-    remaining, reset = select(6, sliding_window_step(k, now, p1, p2, 0))
   elseif algorithm == 4 then
     local _, pending = sliding_counter_step(redis.call('GET', k), now, math.huge, p2, cost)
     fixed_window_commit(k, pending)
-    remaining, reset = select(6, sliding_counter_step(redis.call('GET', k), now, p1, p2, 0))
-  elseif algorithm == 6 then
-    remaining, reset = select(6, concurrency_step(k, now, p1, p2))
-  else
-    return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[at]))
   end
+  local remaining, reset = limit_view(k, now, algorithm, p1, p2)
+  if remaining == nil then return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[at])) end
   reply[#reply + 1] = remaining
   reply[#reply + 1] = reset
 end

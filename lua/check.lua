@@ -4,13 +4,15 @@
 -- the earlier ones, exactly as if each had been its own script call.
 -- Composed after the algorithm files (see src/limits/stores/scripts.ts), never pasted into them.
 --
---   KEYS         the state keys of every limit of every request, in request order:
---                <prefix>{<scope>}:<limit>
+--   KEYS         per request, in request order: the state key of each of its limits
+--                (<prefix>{<scope>}:<limit>), then, when it carries a denial record, the
+--                caller's denial log and the current top-denials bucket
 --   ARGV[1]      number of requests in the batch
 --   then per request:
 --     now in ms, or "" to read the Redis clock (TIME, read once per batch); tests pass it
 --     number of limits n
---     per limit: algorithm code, param 1, param 2, cost
+--     denial record: "" for none, else "<caller>\t<route>\t<limit 1 name>\t<limit 2 name>..."
+--     per limit: algorithm code (+ 16 for a shadow limit), param 1, param 2, cost
 --       1 = token bucket: param 1 = burst, param 2 = interval_ms
 --       2 = fixed window, 3 = sliding window log, 4 = sliding window counter:
 --         param 1 = limit, param 2 = window_ms
@@ -18,8 +20,30 @@
 --       6 = concurrency: param 1 = max_in_flight, param 2 = lease_ms, and the lease id
 --         in place of the cost (a request holds one slot whatever it costs)
 --
+-- A shadow limit is evaluated and reported like any other but never denies the request; it is
+-- charged only when it would have allowed.
+--
 -- Reply: per request { allowed (1|0), then per limit: allowed (1|0), remaining, reset_ms,
 --                      retry_after_ms when denied or delay_ms when allowed }, concatenated.
+
+local SHADOW = 16
+local DENIAL_LOG_MAX = 50
+local DENIAL_LOG_TTL_MS = 3600000
+local TOP_BUCKET_TTL_MS = 3900000
+
+-- One denial, written by the call that decided it: the caller's capped log (newest first) and
+-- its count in the current five-minute bucket of the top list.
+local function record_denial(log_key, top_key, record, now, violated)
+  local fields = {}
+  for f in string.gmatch(record, '[^\t]+') do fields[#fields + 1] = f end
+  local names = {}
+  for _, i in ipairs(violated) do names[#names + 1] = fields[2 + i] end
+  redis.call('LPUSH', log_key, string.format('%d', math.floor(now)) .. '\t' .. fields[2] .. '\t' .. table.concat(names, ','))
+  redis.call('LTRIM', log_key, 0, DENIAL_LOG_MAX - 1)
+  redis.call('PEXPIRE', log_key, DENIAL_LOG_TTL_MS)
+  redis.call('ZINCRBY', top_key, 1, fields[1])
+  redis.call('PEXPIRE', top_key, TOP_BUCKET_TTL_MS)
+end
 
 local FIELDS = 4
 local clock = nil
@@ -37,15 +61,21 @@ for _ = 1, tonumber(ARGV[1]) do
     now = clock
   end
   local n = tonumber(ARGV[arg + 1])
-  arg = arg + 2
+  local record = ARGV[arg + 2]
+  arg = arg + 3
 
   local head = #reply + 1
   reply[head] = 1
   local pending = {}
   local uncharged = {}
   local all_allowed = true
+  local shadow = {}
   for i = 1, n do
     local algorithm = tonumber(ARGV[arg])
+    if algorithm >= SHADOW then
+      algorithm = algorithm - SHADOW
+      shadow[i] = true
+    end
     local p1, p2, cost_arg = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), ARGV[arg + 3]
     local k = KEYS[key + i - 1]
     local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now
@@ -68,9 +98,9 @@ for _ = 1, tonumber(ARGV[1]) do
     else
       return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg]))
     end
-    pending[i] = { algorithm, nxt, p2, cost_arg }
+    pending[i] = { algorithm, nxt, p2, cost_arg, ok }
     uncharged[i] = { available_now, reset_now }
-    if not ok then all_allowed = false end
+    if not ok and not shadow[i] then all_allowed = false end
     reply[#reply + 1] = ok and 1 or 0
     reply[#reply + 1] = remaining
     reply[#reply + 1] = reset_ms
@@ -82,7 +112,9 @@ for _ = 1, tonumber(ARGV[1]) do
     for i = 1, n do
       local k = KEYS[key + i - 1]
       local algorithm, nxt, window, cost_arg = pending[i][1], pending[i][2], pending[i][3], pending[i][4]
-      if algorithm == 1 or algorithm == 5 then
+      if not pending[i][5] then
+        -- a shadow limit that would have denied: nothing to charge
+      elseif algorithm == 1 or algorithm == 5 then
         token_bucket_commit(k, nxt, now)
       elseif algorithm == 2 or algorithm == 4 then
         fixed_window_commit(k, nxt)
@@ -103,7 +135,15 @@ for _ = 1, tonumber(ARGV[1]) do
         reply[at + 3] = 0
       end
     end
+    if record ~= '' then
+      local violated = {}
+      for i = 1, n do
+        if reply[head + 1 + (i - 1) * FIELDS] == 0 and not shadow[i] then violated[#violated + 1] = i end
+      end
+      record_denial(KEYS[key + n], KEYS[key + n + 1], record, now, violated)
+    end
   end
   key = key + n
+  if record ~= '' then key = key + 2 end
 end
 return reply

@@ -7,6 +7,7 @@ import { basename, dirname } from "node:path";
 import type { Logger } from "pino";
 import { Metrics } from "./admin/metrics.js";
 import { createAdminHandler } from "./admin/server.js";
+import { SustainedDenials } from "./admin/sustained.js";
 import { compileRuntime, type Runtime } from "./config/compile.js";
 import { loadConfigFile } from "./config/load.js";
 import { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
@@ -272,6 +273,22 @@ export class Gateway {
     return this.store;
   }
 
+  /** Callers denied without pause; the threshold is read from the current config each time. */
+  private readonly sustained = new SustainedDenials(() => this.runtime.config.sustained_denial, {
+    // The log may name the caller; the metric only counts.
+    onSustained: (caller, sinceMs) =>
+      this.logger.warn(
+        {
+          caller,
+          denied_since: new Date(sinceMs).toISOString(),
+          sustained_denial_ms: this.runtime.config.sustained_denial,
+        },
+        "caller denied without pause: probably retrying without backoff",
+      ),
+    onCount: (count) => this.metrics.sustainedDenials.set(count),
+  });
+  private readonly sustainedSweep = setInterval(() => this.sustained.sweep(Date.now()), 1000).unref();
+
   private async listen(serverOptions: typeof PROXY_SERVER_OPTIONS): Promise<void> {
     const pipeline = createPipeline({
       runtime: () => this.runtime,
@@ -280,6 +297,7 @@ export class Gateway {
       metrics: this.metrics,
       logger: this.logger,
       inFlight: this.inFlight,
+      sustained: this.sustained,
     });
     this.proxyServer = createServer(serverOptions, pipeline);
     this.proxyServer.on("clientError", answerClientError);
@@ -320,6 +338,7 @@ export class Gateway {
     const proxy = this.proxyServer;
     const admin = this.adminServer;
     this.watcher?.close();
+    clearInterval(this.sustainedSweep);
     clearTimeout(this.watchTimer);
     proxy?.close();
     admin?.close();

@@ -14,7 +14,8 @@ export type RequestDecision =
   | "unauthorized"
   | "caller_denied"
   | "no_route"
-  | "internal_error";
+  | "internal_error"
+  | "shadow_limited";
 
 /** Route label for requests that matched no route. */
 export const NO_ROUTE = "";
@@ -29,9 +30,12 @@ export class Metrics {
   readonly upstreamErrors: Counter<"upstream" | "reason">;
   readonly configReloads: Counter<"result">;
   readonly breakerState: Gauge;
+  readonly sustainedDenials: Gauge;
+  private readonly nearLimit: Counter<"route">;
+  private readonly nearLimitChildren = new Map<string, { inc(): void }>();
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: "tollgate_process_" });
+    collectDefaultMetrics({ register: this.registry, prefix: "tollgate_" });
     this.requests = new Counter({
       name: "tollgate_requests_total",
       help: "Requests by route and limit decision.",
@@ -73,6 +77,18 @@ export class Metrics {
     });
     this.configReloads.labels("success").inc(0);
     this.configReloads.labels("error").inc(0);
+    this.sustainedDenials = new Gauge({
+      name: "tollgate_sustained_denials",
+      help: "Callers denied without pause for longer than sustained_denial (a retry loop without backoff).",
+      registers: [this.registry],
+    });
+    this.sustainedDenials.set(0);
+    this.nearLimit = new Counter({
+      name: "tollgate_near_limit_total",
+      help: "Admitted requests that left less than 20 % of one of their limits.",
+      labelNames: ["route"],
+      registers: [this.registry],
+    });
     this.upstreamErrors = new Counter({
       name: "tollgate_upstream_errors_total",
       help: "Upstream requests that failed, by upstream and reason.",
@@ -90,6 +106,15 @@ export class Metrics {
       this.upstreamChildren.set(upstream, child);
     }
     child.observe(seconds);
+  }
+
+  countNearLimit(route: string): void {
+    let child = this.nearLimitChildren.get(route);
+    if (!child) {
+      child = this.nearLimit.labels(route);
+      this.nearLimitChildren.set(route, child);
+    }
+    child.inc();
   }
 
   countRequest(route: string, decision: RequestDecision): void {

@@ -5,8 +5,11 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Runtime } from "../config/compile.js";
 import { formatProblem } from "../config/problems.js";
 import { withDeadline } from "../deadline.js";
+import { lastHourTopKeys } from "../limits/limiter.js";
+import { quota } from "../limits/spec.js";
 import type { Store } from "../limits/store.js";
 import type { ReloadResult } from "../server.js";
+import { callerLimits, parseCallerRef } from "./callers.js";
 import type { Metrics } from "./metrics.js";
 
 export interface AdminDeps {
@@ -55,6 +58,41 @@ function problem(
   sendJson(res, status, { type: "about:blank", title, status, detail, ...extra }, "application/problem+json");
 }
 
+/** Answers 405 with Allow unless the method is one of `methods`. */
+function allow(req: IncomingMessage, res: ServerResponse, ...methods: string[]): boolean {
+  if (methods.includes(req.method ?? "")) return true;
+  res.setHeader("allow", methods.join(", "));
+  problem(res, 405, "Method Not Allowed", `use ${methods.join(" or ")}`);
+  return false;
+}
+
+/** What /admin/config shows: the shape of the config, never its secrets. */
+export function describeConfig(rt: Runtime) {
+  return {
+    version: rt.version,
+    loaded_at: rt.loadedAt.toISOString(),
+    file: rt.file,
+    routes: rt.routeList.map((r) => ({
+      name: r.name,
+      path: r.matchPrefix,
+      methods: r.methods ? [...r.methods] : null,
+      upstream: r.upstream.name,
+      by: r.by,
+      cost: r.cost,
+      on_failure: r.onFailure,
+      max_body: r.maxBody ?? null,
+    })),
+    plans: rt.config.plans,
+    clients: rt.config.clients.map((c) => ({ id: c.id, plan: c.plan, tenant: c.tenant ?? null })),
+    identity: {
+      api_key_header: rt.identity.header,
+      jwt: rt.identity.jwt ? { algorithms: rt.identity.jwt.algorithms } : null,
+      trusted_proxies: rt.config.identity.trusted_proxies,
+    },
+    store: { kind: rt.store.url.split(":")[0], prefix: rt.store.prefix, timeout_ms: rt.store.timeoutMs },
+  };
+}
+
 function sendJson(res: ServerResponse, status: number, body: unknown, type = "application/json"): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
@@ -76,6 +114,32 @@ export function createAdminHandler(deps: AdminDeps) {
     if (!adminAuthorized(req.headers.authorization, token)) {
       res.setHeader("www-authenticate", 'Bearer realm="tollgate-admin"');
       problem(res, 401, "Unauthorized", "send Authorization: Bearer <admin.token>");
+      return;
+    }
+    const url = new URL(req.url ?? "/", "http://admin");
+    if (path.startsWith("/admin/callers/")) {
+      await callerEndpoint(
+        req,
+        res,
+        decodeURIComponent(path.slice("/admin/callers/".length)),
+        url.searchParams,
+      );
+      return;
+    }
+    if (path === "/admin/denials/top") {
+      if (!allow(req, res, "GET")) return;
+      const n = Math.min(Math.max(Number(url.searchParams.get("n") ?? 10) || 10, 1), 1000);
+      const rt = deps.runtime();
+      const top = await deps.store().topDenials(lastHourTopKeys(rt.store.prefix, Date.now()), n);
+      sendJson(res, 200, {
+        window_seconds: 3600,
+        callers: top.map((t) => ({ caller: t.caller, denials: t.count })),
+      });
+      return;
+    }
+    if (path === "/admin/config") {
+      if (!allow(req, res, "GET")) return;
+      sendJson(res, 200, describeConfig(deps.runtime()));
       return;
     }
     if (path === "/admin/reload") {
@@ -100,6 +164,61 @@ export function createAdminHandler(deps: AdminDeps) {
       return;
     }
     problem(res, 404, "Not Found", `no admin endpoint ${path}`);
+  }
+
+  async function callerEndpoint(
+    req: IncomingMessage,
+    res: ServerResponse,
+    name: string,
+    query: URLSearchParams,
+  ): Promise<void> {
+    if (!allow(req, res, "GET", "DELETE")) return;
+    const ref = parseCallerRef(name);
+    if (!ref) {
+      problem(res, 400, "Bad Request", "name the caller as client:<id>, tenant:<id> or ip:<address>");
+      return;
+    }
+    const rt = deps.runtime();
+    const found = callerLimits(rt, ref, {
+      plan: query.get("plan") ?? undefined,
+      tenant: query.get("tenant") ?? undefined,
+    });
+    if (!found.ok) {
+      problem(res, found.status, found.status === 404 ? "Not Found" : "Bad Request", found.detail);
+      return;
+    }
+    const { checks, logKey, plan, tenant } = found.limits;
+    const store = deps.store();
+    if (req.method === "DELETE") {
+      const keys = checks.map((c) => c.key);
+      if (logKey) keys.push(logKey);
+      const deleted = await store.reset(keys);
+      sendJson(res, 200, { caller: name, reset: true, keys_deleted: deleted });
+      return;
+    }
+    const [views, denials] = await Promise.all([
+      store.peek(checks),
+      logKey ? store.denials(logKey) : Promise.resolve([]),
+    ]);
+    sendJson(res, 200, {
+      caller: name,
+      plan: plan ?? null,
+      tenant: tenant ?? null,
+      limits: checks.map((c, i) => ({
+        name: c.spec.name,
+        algorithm: c.spec.algorithm,
+        limit: quota(c.spec),
+        remaining: views[i]!.remaining,
+        reset_seconds: Math.ceil(views[i]!.resetMs / 1000),
+        shadow: c.spec.shadow === true,
+        key: c.key,
+      })),
+      recent_denials: denials.map((d) => ({
+        time: new Date(d.atMs).toISOString(),
+        route: d.route,
+        limits: d.limits,
+      })),
+    });
   }
 
   return async function handleAdmin(req: IncomingMessage, res: ServerResponse): Promise<void> {

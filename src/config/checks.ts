@@ -150,7 +150,7 @@ export function checkLimit(
     algorithm === "sliding_window" ||
     algorithm === "sliding_window_counter"
   ) {
-    for (const key of ["rate", "burst", "shadow", "batch", "max_in_flight", "lease", "queue"] as const) {
+    for (const key of ["rate", "burst", "batch", "max_in_flight", "lease", "queue"] as const) {
       if (limit[key] !== undefined)
         add(path, `${key} does not apply to ${algorithm} (it takes limit + window)`, key);
     }
@@ -225,7 +225,7 @@ function notYet(
   limit: LimitConfig,
   add: (p: PathSegment[], m: string, k?: string) => void,
 ) {
-  for (const key of ["shadow", "batch"] as const) {
+  for (const key of ["batch"] as const) {
     if (limit[key] !== undefined) add(path, `${key} ${NOT_YET}`, key);
   }
 }
@@ -260,7 +260,7 @@ function checkJwt(config: Config, add: (p: PathSegment[], m: string, k?: string)
 
 function checkNotYetSupported(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
   if (config.workers !== 1) add([], `workers: ${config.workers} ${NOT_YET} (only 1)`, "workers");
-  if (config.sustained_denial !== undefined) add([], `sustained_denial ${NOT_YET}`, "sustained_denial");
+  if (config.sustained_denial === 0) add([], "sustained_denial must be longer than 0", "sustained_denial");
   for (const key of ["cluster", "sentinel"] as const) {
     if (config.store[key] !== undefined) add(["store"], `${key} ${NOT_YET}`, key);
   }

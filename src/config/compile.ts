@@ -94,6 +94,11 @@ export const DEFAULT_LEASE_MS = 60_000;
 const DENY_WINDOW_MS = 3_600_000;
 
 export function compileLimit(name: string, limit: LimitConfig): LimitSpec | null {
+  const spec = compileLimitShape(name, limit);
+  return spec && limit.shadow ? { ...spec, shadow: true } : spec;
+}
+
+function compileLimitShape(name: string, limit: LimitConfig): LimitSpec | null {
   if (limit.unlimited) return null;
   // limit: 0 denies every request. A zero-limit fixed window says exactly that in both stores,
   // with no special path: nothing is ever consumed and every request is a 429.

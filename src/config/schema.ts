@@ -137,7 +137,9 @@ export const configSchema = z
     listen: hostPort().default("0.0.0.0:8080"),
     workers: z.union([z.number().int().min(1), z.literal("auto")]).default(1),
     shutdown_grace: duration().default(10_000),
-    sustained_denial: duration().optional(),
+    sustained_denial: duration()
+      .default(60_000)
+      .describe("a caller denied without pause for this long is logged once and counted (default 60s)"),
     log: z
       .strictObject({
         level: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),

@@ -30,11 +30,15 @@ export function mostRestrictive(applied: readonly AppliedLimit[]): AppliedLimit 
 
 /** Appends `name, value` pairs to `out` (a flat header list). */
 export function rateLimitHeaders(
-  applied: readonly AppliedLimit[],
+  appliedLimits: readonly AppliedLimit[],
   styles: HeaderStyles,
   nowMs: number,
   out: Record<string, string> = {},
 ): Record<string, string> {
+  // Shadow limits are the operator's experiment: clients never see them.
+  const applied = appliedLimits.some((a) => a.spec.shadow)
+    ? appliedLimits.filter((a) => !a.spec.shadow)
+    : appliedLimits;
   const top = mostRestrictive(applied);
   if (!top) return out;
   if (styles.draft) {

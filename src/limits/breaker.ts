@@ -4,7 +4,7 @@
 // breaker. A denial is a decision, not a failure, so it never counts against the store.
 import CircuitBreaker from "opossum";
 import type { LimitCheck, StoreDecision } from "./spec.js";
-import type { ChargedLimit, Lease, Store } from "./store.js";
+import type { ChargedLimit, Denial, DenialRecord, Lease, Store } from "./store.js";
 
 export interface BreakerOptions {
   /** Share of failed checks (0..1) within `windowMs` that opens the breaker. */
@@ -35,7 +35,10 @@ export class BreakerOpenError extends Error {
 
 export class BreakerStore implements Store {
   readonly kind: Store["kind"];
-  private readonly breaker: CircuitBreaker<[readonly LimitCheck[], number | undefined], StoreDecision>;
+  private readonly breaker: CircuitBreaker<
+    [readonly LimitCheck[], number | undefined, DenialRecord | undefined],
+    StoreDecision
+  >;
   private stateValue: BreakerState = 0;
 
   constructor(
@@ -45,7 +48,8 @@ export class BreakerStore implements Store {
   ) {
     this.kind = inner.kind;
     this.breaker = new CircuitBreaker(
-      (checks: readonly LimitCheck[], nowMs: number | undefined) => inner.check(checks, nowMs),
+      (checks: readonly LimitCheck[], nowMs: number | undefined, record: DenialRecord | undefined) =>
+        inner.check(checks, nowMs, record),
       {
         // The store bounds every check itself (store.timeout); a second timer here would only
         // race it.
@@ -70,8 +74,8 @@ export class BreakerStore implements Store {
     return this.stateValue;
   }
 
-  check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision> {
-    return this.breaker.fire(checks, nowMs).catch((err: unknown) => {
+  check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision> {
+    return this.breaker.fire(checks, nowMs, record).catch((err: unknown) => {
       throw (err as { code?: string }).code === "EOPENBREAKER" ? new BreakerOpenError() : err;
     });
   }
@@ -88,6 +92,24 @@ export class BreakerStore implements Store {
    */
   release(leases: readonly Lease[]): Promise<void> {
     return this.inner.release(leases);
+  }
+
+  // The admin API's reads and resets go straight to the store: an operator asking is not
+  // traffic, and should see the store's own error rather than the breaker's.
+  peek(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
+    return this.inner.peek(checks, nowMs);
+  }
+
+  denials(logKey: string): Promise<Denial[]> {
+    return this.inner.denials(logKey);
+  }
+
+  topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]> {
+    return this.inner.topDenials(topKeys, n);
+  }
+
+  reset(keys: readonly string[]): Promise<number> {
+    return this.inner.reset(keys);
   }
 
   ping(): Promise<void> {

@@ -5,7 +5,7 @@ import type { CompiledRoute, LimitScope, PlannedLimit } from "../config/compile.
 import type { Caller } from "../identity/caller.js";
 import { BreakerOpenError } from "./breaker.js";
 import type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision } from "./spec.js";
-import type { ChargedLimit, Lease, Store } from "./store.js";
+import { type ChargedLimit, type DenialRecord, type Lease, type Store, TOP_BUCKET_MS } from "./store.js";
 import type { MemoryStore } from "./stores/memory.js";
 import { StoreReplyError, StoreTimeoutError } from "./stores/redis.js";
 
@@ -29,6 +29,8 @@ export type LimitDecision =
       applied: AppliedLimit[];
       checks: LimitCheck[];
       delayMs: number;
+      /** Shadow limits that would have denied this request (it was let through). */
+      shadowLimited?: AppliedLimit[];
       release?: () => Promise<StoreResult>;
       degraded?: DegradedReason;
     }
@@ -155,14 +157,14 @@ export class Limiter {
     private readonly local?: LocalFallback,
   ) {}
 
-  async check(caller: Caller, route: CompiledRoute): Promise<LimitDecision> {
+  async check(caller: Caller, route: CompiledRoute, nowMs: number = Date.now()): Promise<LimitDecision> {
     const planned = caller.plan?.limitsByRoute.get(route.name);
     if (!planned || planned.length === 0) return { kind: "unlimited" };
     const checks = limitChecks(this.prefix, planned, caller, route.cost);
     if (checks.length === 0) return { kind: "unlimited" };
     let decision: StoreDecision;
     try {
-      decision = await this.store.check(checks);
+      decision = await this.store.check(checks, undefined, this.denialRecord(caller, route, checks, nowMs));
     } catch (err) {
       const reason = classifyStoreError(err);
       if (route.onFailure === "local" && this.local) {
@@ -181,6 +183,25 @@ export class Limiter {
   }
 
   /**
+   * Where a denial of this request is written (by the same store call): the caller's log, under
+   * its own hash tag, and the current five-minute bucket of the top list.
+   */
+  private denialRecord(
+    caller: Caller,
+    route: CompiledRoute,
+    checks: LimitCheck[],
+    nowMs: number,
+  ): DenialRecord {
+    let names = checks[0]!.spec.name;
+    for (let i = 1; i < checks.length; i++) names += `\t${checks[i]!.spec.name}`;
+    return {
+      logKey: denialLogKey(this.prefix, caller),
+      topKey: topDenialsKey(this.prefix, nowMs),
+      text: `${callerLabel(caller)}\t${route.name}\t${names}`,
+    };
+  }
+
+  /**
    * Debits `extraUnits` more from the limits a request was admitted under (the upstream's
    * Tollgate-Cost beyond the route's cost). Resolves either way: a failed debit is reported,
    * never turned into a failed response.
@@ -196,6 +217,27 @@ export class Limiter {
       return { ok: false, reason: classifyStoreError(err) };
     }
   }
+}
+
+/** How the admin API names a caller: `client:<id>` or `ip:<addr>`. */
+export function callerLabel(caller: Caller): string {
+  return caller.kind === "client" ? `client:${caller.id}` : `ip:${caller.ipKey}`;
+}
+
+export function denialLogKey(prefix: string, caller: Caller): string {
+  return `${prefix}${scopeKey("caller", caller)}denials`;
+}
+
+export function topDenialsKey(prefix: string, nowMs: number): string {
+  return `${prefix}denials:top:${Math.floor(nowMs / TOP_BUCKET_MS) * TOP_BUCKET_MS}`;
+}
+
+/** The buckets that cover the last hour, newest first. */
+export function lastHourTopKeys(prefix: string, nowMs: number): string[] {
+  const keys: string[] = [];
+  for (let i = 0; i < 3_600_000 / TOP_BUCKET_MS; i++)
+    keys.push(topDenialsKey(prefix, nowMs - i * TOP_BUCKET_MS));
+  return keys;
 }
 
 /** A release that runs once, whatever calls it twice (the response's end and an abort may race). */
@@ -239,10 +281,15 @@ function toDecision(
       delayMs,
     };
     if (leases) allowed.release = releaseOnce(store, leases);
+    for (const a of applied) {
+      if (!a.spec.shadow || a.outcome.allowed) continue;
+      allowed.shadowLimited ??= [];
+      allowed.shadowLimited.push(a);
+    }
     if (degraded) allowed.degraded = degraded;
     return allowed;
   }
-  const violated = applied.filter((a) => !a.outcome.allowed);
+  const violated = applied.filter((a) => !a.outcome.allowed && !a.spec.shadow);
   const retryAfterMs = Math.max(...violated.map((v) => v.outcome.retryAfterMs));
   return degraded
     ? { kind: "denied", applied, violated, retryAfterMs, degraded }

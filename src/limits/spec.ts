@@ -1,10 +1,15 @@
 // Compiled limit specifications and the outcomes a store reports for them.
 
-/** Token bucket: `burst` tokens, one token back every `intervalMs`. */
-export interface TokenBucketSpec {
-  algorithm: "token_bucket";
+interface SpecBase {
   /** `<plan>.<key>`: the name clients see in headers and 429 bodies. */
   name: string;
+  /** Evaluated and counted, never denies (rolling out a new limit). */
+  shadow?: boolean;
+}
+
+/** Token bucket: `burst` tokens, one token back every `intervalMs`. */
+export interface TokenBucketSpec extends SpecBase {
+  algorithm: "token_bucket";
   burst: number;
   intervalMs: number;
 }
@@ -15,9 +20,8 @@ export interface TokenBucketSpec {
  * of the window (exact, memory grows with the limit: for small limits such as logins);
  * `sliding_window_counter` weighs two fixed windows (O(1) memory, approximate: large limits).
  */
-export interface WindowSpec {
+export interface WindowSpec extends SpecBase {
   algorithm: "fixed_window" | "sliding_window" | "sliding_window_counter";
-  name: string;
   limit: number;
   windowMs: number;
 }
@@ -28,9 +32,8 @@ export interface WindowSpec {
  * the gateway holds the request until then instead of rejecting it. A GCRA whose tolerance is
  * `queue + 1` intervals: the arithmetic of the token bucket, read as a delay.
  */
-export interface LeakyBucketSpec {
+export interface LeakyBucketSpec extends SpecBase {
   algorithm: "leaky_bucket";
-  name: string;
   queue: number;
   intervalMs: number;
 }
@@ -40,9 +43,8 @@ export interface LeakyBucketSpec {
  * request holds a lease until it ends (released) or until `leaseMs` passes (a dead gateway).
  * Route cost does not apply: one request holds one slot.
  */
-export interface ConcurrencySpec {
+export interface ConcurrencySpec extends SpecBase {
   algorithm: "concurrency";
-  name: string;
   maxInFlight: number;
   leaseMs: number;
 }

@@ -7,11 +7,36 @@ export interface Lease {
   leaseId: string;
 }
 
-/** A limit's state after a post-charge, for the response's headers. */
+/** A limit's state as a zero-cost check sees it (after a post-charge, or read by the admin API). */
 export interface ChargedLimit {
   remaining: number;
   resetMs: number;
 }
+
+/**
+ * Where a denial is written, by the same call that decides it: the caller's capped log and the
+ * current bucket of the top-denials list. `text` is "<caller>\t<route>\t<limit names…>", the
+ * names in the order of the request's checks.
+ */
+export interface DenialRecord {
+  logKey: string;
+  topKey: string;
+  text: string;
+}
+
+/** One recorded denial: when, on which route, by which limits. */
+export interface Denial {
+  atMs: number;
+  route: string;
+  limits: string[];
+}
+
+/** Most recent denials kept per caller, and for how long. */
+export const DENIAL_LOG_MAX = 50;
+export const DENIAL_LOG_TTL_MS = 3_600_000;
+/** The top list counts denials in five-minute buckets; an hour is the last twelve. */
+export const TOP_BUCKET_MS = 300_000;
+export const TOP_BUCKET_TTL_MS = 3_900_000;
 
 export interface Store {
   readonly kind: "memory" | "redis";
@@ -20,7 +45,7 @@ export interface Store {
    * store's clock (tests only). Rejects when the store cannot answer; a denial is a decision,
    * never a rejection.
    */
-  check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision>;
+  check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision>;
   /**
    * Debits `cost` units from every limit whatever is left (post-charge); a limit may go into
    * debt. Rejects when the store cannot answer.
@@ -31,6 +56,14 @@ export interface Store {
    * cannot answer; the lease then expires on its own.
    */
   release(leases: readonly Lease[]): Promise<void>;
+  /** Each limit as a zero-cost check sees it; consumes nothing (the admin API). */
+  peek(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]>;
+  /** A caller's recorded denials, newest first. */
+  denials(logKey: string): Promise<Denial[]>;
+  /** Callers by denials summed over the given top-list buckets, most first. */
+  topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]>;
+  /** Deletes keys (a caller's reset); resolves with how many existed. */
+  reset(keys: readonly string[]): Promise<number>;
   /** Resolves when the store answers; readiness uses it. */
   ping(): Promise<void>;
   /** Whether the store is believed reachable right now, without a round trip. */

@@ -5,6 +5,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Metrics, RequestDecision } from "../admin/metrics.js";
 import { NO_ROUTE } from "../admin/metrics.js";
+import type { SustainedDenials } from "../admin/sustained.js";
 import type { CompiledRoute, Runtime } from "../config/compile.js";
 import { formatDuration } from "../config/units.js";
 import { problemFor, QUOTA_EXCEEDED, sendProblem, TEMPORARY_REDUCED_CAPACITY } from "../http/problem.js";
@@ -12,8 +13,14 @@ import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
 import { type Caller, type Identification, identifyCaller } from "../identity/caller.js";
 import { resolveClientIp } from "../identity/forwarded.js";
 import { ipKeyFor, type Peer, socketPeer } from "../identity/peer.js";
-import type { DegradedReason, LimitDecision, Limiter } from "../limits/limiter.js";
-import { type LimitSpec, windowMs } from "../limits/spec.js";
+import {
+  type AppliedLimit,
+  callerLabel,
+  type DegradedReason,
+  type LimitDecision,
+  type Limiter,
+} from "../limits/limiter.js";
+import { type LimitSpec, quota, windowMs } from "../limits/spec.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { forward } from "./forward.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
@@ -30,6 +37,8 @@ export interface PipelineDeps {
   logger: Logger;
   /** Counts requests in flight, for a graceful shutdown. */
   inFlight: { count: number };
+  /** Callers denied without pause (tollgate_sustained_denials). */
+  sustained: SustainedDenials;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._\-:]{1,128}$/;
@@ -206,6 +215,7 @@ export function createPipeline(deps: PipelineDeps) {
         }
         switch (decision.kind) {
           case "denied": {
+            deps.sustained.denied(callerLabel(caller), Date.now());
             sendTooMany(rt, res, log, decision, responseHeaders);
             return;
           }
@@ -220,7 +230,12 @@ export function createPipeline(deps: PipelineDeps) {
             break;
           case "allowed":
             rateLimitHeaders(decision.applied, rt.headerStyles, Date.now(), responseHeaders);
-            log.decision = decision.degraded ? "degraded_local" : "allowed";
+            log.decision = decision.degraded
+              ? "degraded_local"
+              : decision.shadowLimited
+                ? "shadow_limited"
+                : "allowed";
+            if (nearLimit(decision.applied)) metrics.countNearLimit(route.name);
             break;
           case "unlimited":
             log.decision = exempt ? "exempt" : "allowed";
@@ -482,6 +497,12 @@ function framingProblem(req: IncomingMessage): string | null {
     return "an HTTP/1.1 request needs a Host header";
   }
   return null;
+}
+
+/** Whether the request left less than 20 % of any limit it was admitted under. */
+function nearLimit(applied: readonly AppliedLimit[]): boolean {
+  for (const a of applied) if (!a.spec.shadow && a.outcome.remaining < 0.2 * quota(a.spec)) return true;
+  return false;
 }
 
 function headerText(value: string | string[] | undefined): string | undefined {

@@ -370,4 +370,58 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       expect(await h.pttl(key)).toBeNull();
     });
   });
+
+  describe(`${name}: shadow limits, denial records and the admin reads`, () => {
+    it("a shadow limit is evaluated and reported but never denies; it is charged only while it allows", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("shadow");
+      const shadow: TokenBucketSpec = {
+        ...LAB,
+        name: "s.shadow",
+        burst: 2,
+        intervalMs: 60_000,
+        shadow: true,
+      };
+      const results = await sequential(store, [{ key, spec: shadow, cost: 1 }], 4, T0);
+      expect(results.map((r) => r.allowed)).toEqual([true, true, true, true]);
+      expect(results.map((r) => r.outcomes[0]!.allowed)).toEqual([true, true, false, false]);
+      expect(results[3]!.outcomes[0]).toMatchObject({ remaining: 0, retryAfterMs: 60_000 });
+    });
+
+    it("a denial is recorded by the call that decides it: the caller's log and the top list", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("denied");
+      const logKey = `${key}:log`;
+      const topKey = `${key}:top`;
+      const one: TokenBucketSpec = { ...LAB, name: "d.one", burst: 1, intervalMs: 60_000 };
+      const wide: TokenBucketSpec = { ...LAB, name: "d.wide", burst: 100, intervalMs: 60_000 };
+      const record = { logKey, topKey, text: "client:c1\tlogin\td.wide\td.one" };
+      const checks = [
+        { key: `${key}:w`, spec: wide, cost: 1 },
+        { key, spec: one, cost: 1 },
+      ];
+      for (let i = 0; i < 4; i++) await store.check(checks, T0 + i, record);
+      const denials = await store.denials(logKey);
+      expect(denials).toEqual([
+        { atMs: T0 + 3, route: "login", limits: ["d.one"] },
+        { atMs: T0 + 2, route: "login", limits: ["d.one"] },
+        { atMs: T0 + 1, route: "login", limits: ["d.one"] },
+      ]);
+      expect(await store.topDenials([topKey, `${topKey}:older`], 5)).toEqual([
+        { caller: "client:c1", count: 3 },
+      ]);
+      // Reads consume nothing: twice the same.
+      const peeked = await store.peek(checks, T0 + 3);
+      expect(peeked).toEqual([
+        { remaining: 99, resetMs: 59_997 },
+        { remaining: 0, resetMs: 59_997 },
+      ]);
+      expect(await store.peek(checks, T0 + 3)).toEqual(peeked);
+      expect(await store.reset([key, `${key}:w`, logKey])).toBe(3);
+      expect(await store.denials(logKey)).toEqual([]);
+      expect((await store.check(checks, T0 + 4)).allowed).toBe(true);
+    });
+  });
 }

@@ -4,6 +4,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Metrics } from "../../src/admin/metrics.js";
+import { SustainedDenials } from "../../src/admin/sustained.js";
 import { compileRuntime, type Runtime } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { Limiter } from "../../src/limits/limiter.js";
@@ -45,6 +46,7 @@ beforeAll(async () => {
     metrics: new Metrics(),
     logger: createLogger("info", logs),
     inFlight,
+    sustained: new SustainedDenials(() => 60_000, { onSustained: () => {}, onCount: () => {} }),
   });
   server = createServer(pipeline);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

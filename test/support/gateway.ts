@@ -79,6 +79,7 @@ export async function spawnGateway(yaml: string, env: Record<string, string> = {
   const stderr: string[] = [];
   child.stderr!.on("data", (d: Buffer) => stderr.push(d.toString()));
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  let startTimer: NodeJS.Timeout | undefined;
   const listening = new Promise<Record<string, unknown>>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on("line", (line) => {
       let parsed: Record<string, unknown>;
@@ -91,16 +92,18 @@ export async function spawnGateway(yaml: string, env: Record<string, string> = {
       if (parsed.msg === "tollgate listening") resolve(parsed);
     });
     void exited.then((code) => reject(new Error(`gateway exited with ${code}: ${stderr.join("")}`)));
-    setTimeout(() => {
+    startTimer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(
         new Error(
           `gateway did not log "tollgate listening" within 15 s (is log.level above info?): ${stderr.join("")}`,
         ),
       );
-    }, 15_000).unref();
+    }, 15_000);
+    startTimer.unref();
   });
-  const ready = await listening;
+  // Cleared once it listens: left running, it would kill a gateway that lives longer than 15 s.
+  const ready = await listening.finally(() => clearTimeout(startTimer));
   return {
     child,
     url: String(ready.proxy),

@@ -24,6 +24,18 @@ class ScriptedStore implements Store {
     return [];
   }
   async release(): Promise<void> {}
+  async peek(): Promise<ChargedLimit[]> {
+    return [];
+  }
+  async denials(): Promise<[]> {
+    return [];
+  }
+  async topDenials(): Promise<[]> {
+    return [];
+  }
+  async reset(): Promise<number> {
+    return 0;
+  }
   async ping(): Promise<void> {}
   isConnected(): boolean {
     return !this.failing;

@@ -143,11 +143,11 @@ describe("config loading", () => {
     const out = problems(
       BASE.replace(
         "      login: { limit: 5, window: 15m }",
-        "      login: { limit: 5, window: 15m, shadow: true }",
+        "      login: { limit: 5, window: 15m, batch: 5 }",
       ),
     );
     expect(out).toEqual([
-      "gw.yaml:12:39: plans.free.routes.login: shadow is not supported yet by this version of tollgate; remove it",
+      "gw.yaml:12:39: plans.free.routes.login: batch is not supported yet by this version of tollgate; remove it",
     ]);
     expect(
       problems(BASE.replace("  url: memory://", "  url: memory://\n  cluster: [redis://127.0.0.1:7000]"))[0],

@@ -3,7 +3,16 @@
 import { ALGORITHMS, chargeStep, isRateLimit } from "../algorithms.js";
 import { type Leases, releaseLease } from "../concurrency.js";
 import type { LimitCheck, StoreDecision } from "../spec.js";
-import type { ChargedLimit, Lease, Store } from "../store.js";
+import {
+  type ChargedLimit,
+  DENIAL_LOG_MAX,
+  DENIAL_LOG_TTL_MS,
+  type Denial,
+  type DenialRecord,
+  type Lease,
+  type Store,
+  TOP_BUCKET_TTL_MS,
+} from "../store.js";
 
 interface Entry {
   /** Algorithm-specific (a number for a token bucket, a list for a sliding log, …). */
@@ -47,20 +56,87 @@ export class MemoryStore implements Store {
     return this.entries.size;
   }
 
-  async check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision> {
-    return this.checkSync(checks, nowMs);
+  async check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision> {
+    return this.checkSync(checks, nowMs, record);
   }
 
-  checkSync(checks: readonly LimitCheck[], nowMs: number = this.now()): StoreDecision {
+  /** The semantics of check.lua: shadow limits never deny and are charged only when they allow. */
+  checkSync(checks: readonly LimitCheck[], nowMs: number = this.now(), record?: DenialRecord): StoreDecision {
     const steps = checks.map((c) =>
       ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, c.cost, c.leaseId),
     );
-    const allowed = steps.every((s) => s.outcome.allowed);
+    let allowed = true;
+    for (let i = 0; i < checks.length; i++) {
+      if (!steps[i]!.outcome.allowed && !checks[i]!.spec.shadow) allowed = false;
+    }
     if (allowed) {
-      for (let i = 0; i < checks.length; i++)
-        this.write(checks[i]!.key, steps[i]!.nextState, nowMs + steps[i]!.ttlMs);
+      for (let i = 0; i < checks.length; i++) {
+        const step = steps[i]!;
+        if (step.outcome.allowed) this.write(checks[i]!.key, step.nextState, nowMs + step.ttlMs);
+      }
+    } else if (record) {
+      this.recordDenial(
+        record,
+        checks,
+        steps.map((s) => s.outcome.allowed),
+        nowMs,
+      );
     }
     return { allowed, outcomes: steps.map((s) => (allowed ? s.outcome : s.uncharged)) };
+  }
+
+  private recordDenial(
+    record: DenialRecord,
+    checks: readonly LimitCheck[],
+    allowed: boolean[],
+    nowMs: number,
+  ) {
+    const [caller, route, ...names] = record.text.split("\t");
+    const limits = names.filter((_, i) => !allowed[i] && !checks[i]!.spec.shadow);
+    const log = [
+      { atMs: Math.floor(nowMs), route: route!, limits },
+      ...((this.read(record.logKey, nowMs) as Denial[]) ?? []),
+    ];
+    this.write(record.logKey, log.slice(0, DENIAL_LOG_MAX), nowMs + DENIAL_LOG_TTL_MS);
+    const top = new Map((this.read(record.topKey, nowMs) as Map<string, number>) ?? []);
+    top.set(caller!, (top.get(caller!) ?? 0) + 1);
+    this.write(record.topKey, top, nowMs + TOP_BUCKET_TTL_MS);
+  }
+
+  async peek(checks: readonly LimitCheck[], nowMs: number = this.now()): Promise<ChargedLimit[]> {
+    return checks.map((c) => this.view(c, nowMs));
+  }
+
+  /** What a zero-cost check of one limit sees, nothing written. */
+  private view(c: LimitCheck, nowMs: number): ChargedLimit {
+    const { uncharged } = ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, 0, "");
+    return { remaining: uncharged.remaining, resetMs: uncharged.resetMs };
+  }
+
+  async denials(logKey: string): Promise<Denial[]> {
+    return [...((this.read(logKey) as Denial[] | null) ?? [])];
+  }
+
+  async topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]> {
+    const sum = new Map<string, number>();
+    for (const key of topKeys) {
+      for (const [caller, count] of (this.read(key) as Map<string, number> | null) ?? []) {
+        sum.set(caller, (sum.get(caller) ?? 0) + count);
+      }
+    }
+    return [...sum]
+      .map(([caller, count]) => ({ caller, count }))
+      .sort((a, b) => b.count - a.count || (a.caller < b.caller ? -1 : 1))
+      .slice(0, n);
+  }
+
+  async reset(keys: readonly string[]): Promise<number> {
+    let deleted = 0;
+    for (const key of keys) {
+      if (this.read(key) !== null) deleted++;
+      this.entries.delete(key);
+    }
+    return deleted;
   }
 
   async charge(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
@@ -77,8 +153,7 @@ export class MemoryStore implements Store {
         const step = chargeStep(this.read(c.key, nowMs), nowMs, c.spec, c.cost);
         this.write(c.key, step.nextState, nowMs + step.ttlMs);
       }
-      const { uncharged } = ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, 0, "");
-      return { remaining: uncharged.remaining, resetMs: uncharged.resetMs };
+      return this.view(c, nowMs);
     });
   }
 

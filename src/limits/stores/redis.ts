@@ -8,8 +8,8 @@ import { Redis, type RedisOptions } from "ioredis";
 import { withDeadline } from "../../deadline.js";
 import { ALGORITHMS, scriptCostArg } from "../algorithms.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../spec.js";
-import type { ChargedLimit, Lease, Store } from "../store.js";
-import { CHARGE_SCRIPT, CHECK_SCRIPT } from "./scripts.js";
+import type { ChargedLimit, Denial, DenialRecord, Lease, Store } from "../store.js";
+import { CHARGE_SCRIPT, CHECK_SCRIPT, PEEK_SCRIPT } from "./scripts.js";
 
 export interface RedisStoreOptions {
   url: string;
@@ -25,6 +25,7 @@ export interface RedisStoreOptions {
 interface BatchItem {
   checks: readonly LimitCheck[];
   nowMs: number | undefined;
+  record: DenialRecord | undefined;
   resolve: (decision: StoreDecision) => void;
   reject: (err: Error) => void;
 }
@@ -54,6 +55,7 @@ export class RedisStore implements Store {
   readonly client: Redis;
   private readonly runCheck: CheckCommand;
   private readonly runCharge: CheckCommand;
+  private readonly runPeek: CheckCommand;
   private readonly timeoutMs: number;
   private open: Batch | null = null;
 
@@ -76,6 +78,8 @@ export class RedisStore implements Store {
     this.runCheck = (this.client as unknown as { tollgateCheck: CheckCommand }).tollgateCheck.bind(
       this.client,
     );
+    this.client.defineCommand("tollgatePeek", { lua: PEEK_SCRIPT });
+    this.runPeek = (this.client as unknown as { tollgatePeek: CheckCommand }).tollgatePeek.bind(this.client);
     this.client.defineCommand("tollgateCharge", { lua: CHARGE_SCRIPT });
     this.runCharge = (this.client as unknown as { tollgateCharge: CheckCommand }).tollgateCharge.bind(
       this.client,
@@ -88,7 +92,7 @@ export class RedisStore implements Store {
    * That amortises the per-command cost of the client and of Redis over the batch; a check
    * waits at most for the current turn to end.
    */
-  check(checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision> {
+  check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision> {
     if (checks.length === 0) return Promise.resolve({ allowed: true, outcomes: [] });
     return new Promise<StoreDecision>((resolve, reject) => {
       let batch = this.open;
@@ -96,8 +100,8 @@ export class RedisStore implements Store {
         batch = this.open = this.newBatch();
         setImmediate(this.flushOpen);
       }
-      batch.items.push({ checks, nowMs, resolve, reject });
-      batch.keys += checks.length;
+      batch.items.push({ checks, nowMs, record, resolve, reject });
+      batch.keys += checks.length + (record ? 2 : 0);
       if (batch.items.length >= MAX_BATCH_REQUESTS || batch.keys >= MAX_BATCH_KEYS) this.flush(batch);
     });
   }
@@ -123,11 +127,14 @@ export class RedisStore implements Store {
   private flush(batch: Batch): void {
     if (this.open === batch) this.open = null;
     const args: (string | number)[] = [];
-    for (const item of batch.items) for (const c of item.checks) args.push(c.key);
+    for (const item of batch.items) {
+      for (const c of item.checks) args.push(c.key);
+      if (item.record) args.push(item.record.logKey, item.record.topKey);
+    }
     args.push(batch.items.length);
     for (const item of batch.items) {
-      args.push(item.nowMs === undefined ? "" : item.nowMs, item.checks.length);
-      pushLimitArgs(args, item.checks);
+      args.push(item.nowMs === undefined ? "" : item.nowMs, item.checks.length, item.record?.text ?? "");
+      pushLimitArgs(args, item.checks, true);
     }
     this.runCheck(batch.keys, ...args).then(
       (reply) => {
@@ -184,6 +191,46 @@ export class RedisStore implements Store {
     ).then(() => undefined);
   }
 
+  peek(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
+    const args: (string | number)[] = checks.map((c) => c.key);
+    args.push(nowMs === undefined ? "" : nowMs);
+    for (const c of checks) {
+      const algorithm = ALGORITHMS[c.spec.algorithm];
+      args.push(algorithm.code, ...algorithm.scriptParams(c.spec));
+    }
+    return this.bounded(this.runPeek(checks.length, ...args)).then((reply) =>
+      parseChargeReply(reply, checks.length),
+    );
+  }
+
+  async denials(logKey: string): Promise<Denial[]> {
+    const entries = await this.bounded(this.client.lrange(logKey, 0, -1));
+    return entries.map((entry) => {
+      const [at, route, limits] = entry.split("\t");
+      return { atMs: Number(at), route: route ?? "", limits: limits ? limits.split(",") : [] };
+    });
+  }
+
+  async topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]> {
+    if (topKeys.length === 0) return [];
+    const flat = await this.bounded(
+      this.client.call("ZUNION", topKeys.length, ...topKeys, "WITHSCORES") as Promise<string[]>,
+    );
+    const out: { caller: string; count: number }[] = [];
+    for (let i = 0; i < flat.length; i += 2) out.push({ caller: flat[i]!, count: Number(flat[i + 1]) });
+    return out.sort((a, b) => b.count - a.count || (a.caller < b.caller ? -1 : 1)).slice(0, n);
+  }
+
+  reset(keys: readonly string[]): Promise<number> {
+    if (keys.length === 0) return Promise.resolve(0);
+    return this.bounded(this.client.del(...keys));
+  }
+
+  /** Every call other than a check is bounded by the same timeout. */
+  private bounded<T>(work: Promise<T>): Promise<T> {
+    return withDeadline(work, this.timeoutMs, () => new StoreTimeoutError(this.timeoutMs));
+  }
+
   async ping(): Promise<void> {
     await this.client.ping();
   }
@@ -220,13 +267,17 @@ export class RedisStore implements Store {
  * Per limit, the four script arguments both scripts take: algorithm code, param 1, param 2, and
  * the cost (the lease id for a concurrency limit).
  */
-function pushLimitArgs(args: (string | number)[], checks: readonly LimitCheck[]): void {
+function pushLimitArgs(args: (string | number)[], checks: readonly LimitCheck[], markShadow = false): void {
   for (const c of checks) {
     const algorithm = ALGORITHMS[c.spec.algorithm];
     const [p1, p2] = algorithm.scriptParams(c.spec);
-    args.push(algorithm.code, p1, p2, scriptCostArg(c));
+    const code = markShadow && c.spec.shadow ? algorithm.code + SHADOW_FLAG : algorithm.code;
+    args.push(code, p1, p2, scriptCostArg(c));
   }
 }
+
+/** Added to an algorithm code in check.lua's arguments: this limit is a shadow limit. */
+const SHADOW_FLAG = 16;
 
 export class StoreTimeoutError extends Error {
   constructor(ms: number) {

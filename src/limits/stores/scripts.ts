@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 export const LUA_DIR = fileURLToPath(new URL("../../../lua/", import.meta.url));
 
 /** Fragments in the order they are concatenated; the last one is the entry point. */
-const ALGORITHM_PARTS = ["token_bucket.lua", "windows.lua", "concurrency.lua"] as const;
+const ALGORITHM_PARTS = ["token_bucket.lua", "windows.lua", "concurrency.lua", "view.lua"] as const;
 export const CHECK_SCRIPT_PARTS = [...ALGORITHM_PARTS, "check.lua"] as const;
 
 export function composeScript(parts: readonly string[]): string {
@@ -23,3 +23,6 @@ export const CHECK_SCRIPT = composeScript(CHECK_SCRIPT_PARTS);
 
 /** The post-charge script: the same algorithm fragments, a forced debit as entry. */
 export const CHARGE_SCRIPT = composeScript([...ALGORITHM_PARTS, "charge.lua"]);
+
+/** The admin API's read: every algorithm at a cost of 0, nothing committed. */
+export const PEEK_SCRIPT = composeScript([...ALGORITHM_PARTS, "peek.lua"]);

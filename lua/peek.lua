@@ -1,0 +1,27 @@
+-- Reads limits without consuming anything (the admin API): each algorithm's step runs with a
+-- cost of 0 and nothing is committed. (The sliding log and the concurrency set drop entries that
+-- have already expired, as any read of them would.)
+-- Composed after the algorithm files (see src/limits/stores/scripts.ts).
+--
+--   KEYS[i]   state key of limit i
+--   ARGV[1]   now in ms, or "" to read the Redis clock
+--   ARGV[2 + 3(i-1) ..] per limit i: algorithm code, param 1, param 2
+-- Reply: per limit, remaining and reset_ms, as a zero-cost check would see them.
+
+local now = tonumber(ARGV[1])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+
+local reply = {}
+for i = 1, #KEYS do
+  local at = 2 + (i - 1) * 3
+  local algorithm = tonumber(ARGV[at])
+  local p1, p2 = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
+  local remaining, reset = limit_view(KEYS[i], now, algorithm, p1, p2)
+  if remaining == nil then return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[at])) end
+  reply[#reply + 1] = remaining
+  reply[#reply + 1] = reset
+end
+return reply

@@ -1,0 +1,16 @@
+-- What a zero-cost check of one limit sees: remaining and reset_ms, nothing committed. Used by
+-- charge.lua (the state after a post-charge) and peek.lua (the admin API's read).
+local function limit_view(k, now, algorithm, p1, p2)
+  if algorithm == 1 or algorithm == 5 then
+    return select(6, token_bucket_step(tonumber(redis.call('GET', k)), now, p1, p2, 0))
+  elseif algorithm == 2 then
+    return select(6, fixed_window_step(redis.call('GET', k), now, p1, p2, 0))
+  elseif algorithm == 3 then
+    return select(6, sliding_window_step(k, now, p1, p2, 0))
+  elseif algorithm == 4 then
+    return select(6, sliding_counter_step(redis.call('GET', k), now, p1, p2, 0))
+  elseif algorithm == 6 then
+    return select(6, concurrency_step(k, now, p1, p2))
+  end
+  return nil
+end

@@ -1,0 +1,58 @@
+// The shipped Grafana dashboard and Prometheus alerts parse, and name only metrics the gateway
+// exports: a renamed metric must not leave a blank panel or an alert that never fires.
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { Metrics } from "../../src/admin/metrics.js";
+
+const root = new URL("../../", import.meta.url).pathname;
+
+async function exportedSeries(): Promise<Set<string>> {
+  const text = await new Metrics().registry.metrics();
+  const names = new Set<string>();
+  for (const m of text.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+    const [, name, type] = m;
+    names.add(name!);
+    if (type === "histogram") for (const suffix of ["_bucket", "_sum", "_count"]) names.add(name + suffix);
+  }
+  return names;
+}
+
+const metricNames = (expr: string) => [...expr.matchAll(/\btollgate_[a-z0-9_]+/g)].map((m) => m[0]);
+
+describe("dashboards and alerts", () => {
+  it("config/prometheus-alerts.yaml parses and names only exported metrics", async () => {
+    const exported = await exportedSeries();
+    const doc = parse(readFileSync(`${root}config/prometheus-alerts.yaml`, "utf8"));
+    const rules = doc.groups.flatMap((g: { rules: { alert: string; expr: string }[] }) => g.rules);
+    expect(rules.length).toBeGreaterThanOrEqual(4);
+    const alerts = rules.map((r: { alert: string }) => r.alert);
+    for (const needed of [
+      "TollgateBreakerOpen",
+      "TollgateStoreErrors",
+      "TollgateSustainedDenials",
+      "TollgateUpstream5xx",
+    ]) {
+      expect(alerts).toContain(needed);
+    }
+    for (const rule of rules) {
+      const names = metricNames(rule.expr);
+      expect(names.length, rule.alert).toBeGreaterThan(0);
+      for (const name of names) expect(exported, `${rule.alert}: ${name}`).toContain(name);
+    }
+  });
+
+  it("config/grafana-dashboard.json parses and names only exported metrics", async () => {
+    const exported = await exportedSeries();
+    const dashboard = JSON.parse(readFileSync(`${root}config/grafana-dashboard.json`, "utf8"));
+    const exprs: string[] = dashboard.panels.flatMap((p: { targets: { expr: string }[] }) =>
+      p.targets.map((t) => t.expr),
+    );
+    const titles = dashboard.panels.map((p: { title: string }) => p.title).join(" | ");
+    for (const topic of ["decision", "latency", "Breaker", "Upstream", "denied without pause"])
+      expect(titles).toContain(topic);
+    for (const expr of exprs) {
+      for (const name of metricNames(expr)) expect(exported, `${expr}: ${name}`).toContain(name);
+    }
+  });
+});
