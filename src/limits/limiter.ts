@@ -229,7 +229,7 @@ export function denialLogKey(prefix: string, caller: Caller): string {
 }
 
 export function topDenialsKey(prefix: string, nowMs: number): string {
-  return `${prefix}denials:top:${Math.floor(nowMs / TOP_BUCKET_MS) * TOP_BUCKET_MS}`;
+  return `${prefix}{denials}:top:${Math.floor(nowMs / TOP_BUCKET_MS) * TOP_BUCKET_MS}`;
 }
 
 /** The buckets that cover the last hour, newest first. */

@@ -171,7 +171,7 @@ describe("200 concurrent requests over two instances admit exactly the limit", (
     expect(keys.length).toBeGreaterThan(0);
     for (const k of keys) {
       expect(k).toMatch(
-        /^tollgate:(\{c:[abcd]\}:p\.(global|sliding|fixed|counter|bucket|costly|llm)|\{t:(acme|other)\}:(c:t[123]:team\.global|team\.tenant))$/,
+        /^tollgate:(\{c:[abcd]\}:(p\.(global|sliding|fixed|counter|bucket|costly|llm)|denials)|\{t:(acme|other)\}:(c:t[123]:(team\.global|denials)|team\.tenant)|\{denials\}:top:\d+)$/,
       );
       expect(await redis.client.pttl(k)).toBeGreaterThan(0);
     }
