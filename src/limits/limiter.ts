@@ -150,7 +150,13 @@ function scaledSpec(spec: LimitSpec, fraction: number): LimitSpec {
   }
 }
 
+/** Per planned list and limit count: the "<route>\t<limit names…>" of denial records. */
+const recordTails = new WeakMap<readonly PlannedLimit[], Map<number, string>>();
+
 export class Limiter {
+  private topBucket = -1;
+  private topKey = "";
+
   constructor(
     private readonly store: Store,
     private readonly prefix: string,
@@ -164,7 +170,11 @@ export class Limiter {
     if (checks.length === 0) return { kind: "unlimited" };
     let decision: StoreDecision;
     try {
-      decision = await this.store.check(checks, undefined, this.denialRecord(caller, route, checks, nowMs));
+      decision = await this.store.check(
+        checks,
+        undefined,
+        this.denialRecord(caller, route, planned, checks, nowMs),
+      );
     } catch (err) {
       const reason = classifyStoreError(err);
       if (route.onFailure === "local" && this.local) {
@@ -189,15 +199,32 @@ export class Limiter {
   private denialRecord(
     caller: Caller,
     route: CompiledRoute,
+    planned: readonly PlannedLimit[],
     checks: LimitCheck[],
     nowMs: number,
   ): DenialRecord {
-    let names = checks[0]!.spec.name;
-    for (let i = 1; i < checks.length; i++) names += `\t${checks[i]!.spec.name}`;
+    // "<route>\t<limit names>" is the same for every request of a plan and route that applies
+    // the same limits (with or without the tenant's): built once per planned list and count.
+    let tails = recordTails.get(planned);
+    if (!tails) {
+      tails = new Map();
+      recordTails.set(planned, tails);
+    }
+    let tail = tails.get(checks.length);
+    if (tail === undefined) {
+      tail = route.name;
+      for (const c of checks) tail += `\t${c.spec.name}`;
+      tails.set(checks.length, tail);
+    }
+    const bucket = Math.floor(nowMs / TOP_BUCKET_MS);
+    if (bucket !== this.topBucket) {
+      this.topBucket = bucket;
+      this.topKey = topDenialsKey(this.prefix, nowMs);
+    }
     return {
       logKey: denialLogKey(this.prefix, caller),
-      topKey: topDenialsKey(this.prefix, nowMs),
-      text: `${callerLabel(caller)}\t${route.name}\t${names}`,
+      topKey: this.topKey,
+      text: `${callerLabel(caller)}\t${tail}`,
     };
   }
 
