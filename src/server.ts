@@ -2,6 +2,7 @@
 // the only place that picks a store implementation.
 import { type FSWatcher, watch } from "node:fs";
 import { createServer, type Server } from "node:http";
+import type { Socket } from "node:net";
 import type { AddressInfo } from "node:net";
 import { basename, dirname } from "node:path";
 import type { Logger } from "pino";
@@ -273,6 +274,7 @@ export class Gateway {
     return this.store;
   }
 
+  private readonly tunnels = new Set<Socket>();
   /** Callers denied without pause; the threshold is read from the current config each time. */
   private readonly sustained = new SustainedDenials(() => this.runtime.config.sustained_denial, {
     // The log may name the caller; the metric only counts.
@@ -298,8 +300,10 @@ export class Gateway {
       logger: this.logger,
       inFlight: this.inFlight,
       sustained: this.sustained,
+      tunnels: this.tunnels,
     });
-    this.proxyServer = createServer(serverOptions, pipeline);
+    this.proxyServer = createServer(serverOptions, pipeline.handle);
+    this.proxyServer.on("upgrade", pipeline.handleUpgrade);
     this.proxyServer.on("clientError", answerClientError);
     const admin = createAdminHandler({
       runtime: () => this.runtime,
@@ -356,6 +360,8 @@ export class Gateway {
         "shutdown grace ran out; closing connections with requests in flight",
       );
       proxy?.closeAllConnections();
+      // Upgraded sockets left the server's keeping: close the tunnels still open.
+      for (const socket of this.tunnels) socket.destroy();
       await this.pools.destroy();
     } else {
       await this.pools.close();

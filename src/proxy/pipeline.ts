@@ -1,7 +1,8 @@
 // One request, one pass: normalise → route → caller → deny/exempt → limits → 429 | 503 | forward.
 // The runtime is read once at the start, so a reload never changes a request half-way.
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { type IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import type { Metrics, RequestDecision } from "../admin/metrics.js";
 import { NO_ROUTE } from "../admin/metrics.js";
@@ -25,6 +26,10 @@ import { normalizeTarget } from "../routing/normalize.js";
 import { forward } from "./forward.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
 import { extraUnits } from "./post-charge.js";
+import { isUpgrade, tunnel } from "./tunnel.js";
+
+/** Upgrade requests in flight: their client socket and the bytes read past the handshake. */
+const upgrades = new WeakMap<IncomingMessage, { socket: Socket; head: Buffer }>();
 import type { UpstreamPools } from "./upstreams.js";
 
 type AllowedDecision = Extract<LimitDecision, { kind: "allowed" }>;
@@ -39,6 +44,8 @@ export interface PipelineDeps {
   inFlight: { count: number };
   /** Callers denied without pause (tollgate_sustained_denials). */
   sustained: SustainedDenials;
+  /** Open WebSocket tunnels (client sockets), closed by a shutdown after its grace. */
+  tunnels: Set<Socket>;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._\-:]{1,128}$/;
@@ -126,7 +133,23 @@ export function createPipeline(deps: PipelineDeps) {
     }
   };
 
-  return function handle(req: IncomingMessage, res: ServerResponse): void {
+  /**
+   * An `Upgrade` request (WebSocket handshake): the same pipeline, answered on a response bound
+   * to the raw socket, and tunnelled instead of forwarded once admitted.
+   */
+  function handleUpgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    if (!isUpgrade(req)) {
+      socket.destroy();
+      return;
+    }
+    const res = new ServerResponse(req);
+    res.assignSocket(socket);
+    res.shouldKeepAlive = false;
+    upgrades.set(req, { socket, head });
+    handle(req, res);
+  }
+
+  function handle(req: IncomingMessage, res: ServerResponse): void {
     const rt = deps.runtime();
     deps.inFlight.count++;
     const incomingId = req.headers["x-request-id"];
@@ -141,7 +164,9 @@ export function createPipeline(deps: PipelineDeps) {
       done: false,
     };
     guarded(rt, res, log, () => handleRequest(rt, req, res, log));
-  };
+  }
+
+  return { handle, handleUpgrade };
 
   function handleRequest(rt: Runtime, req: IncomingMessage, res: ServerResponse, log: RequestLog): void {
     const framing = framingProblem(req);
@@ -419,6 +444,30 @@ export function createPipeline(deps: PipelineDeps) {
       },
     });
     const started = performance.now();
+    const upgrade = upgrades.get(req);
+    if (upgrade) {
+      tunnel({
+        upstream,
+        req,
+        res,
+        socket: upgrade.socket,
+        head: upgrade.head,
+        method: log.method,
+        path: upstream.basePath + pathAndQuery,
+        headers,
+        responseHeaders,
+        open: deps.tunnels,
+        onDone: (result) => {
+          // A concurrency slot is held for the life of the socket.
+          releaseLeases(log, decision);
+          if (result.failure) metrics.upstreamErrors.labels(upstream.name, result.failure).inc();
+          log.upstreamMs = round(performance.now() - started);
+          log.status = result.status;
+          complete(rt, log);
+        },
+      });
+      return;
+    }
     forward({
       pool: deps.pools.get(upstream),
       upstream,

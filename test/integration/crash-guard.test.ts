@@ -47,8 +47,9 @@ beforeAll(async () => {
     logger: createLogger("info", logs),
     inFlight,
     sustained: new SustainedDenials(() => 60_000, { onSustained: () => {}, onCount: () => {} }),
+    tunnels: new Set(),
   });
-  server = createServer(pipeline);
+  server = createServer(pipeline.handle);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });

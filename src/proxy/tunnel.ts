@@ -1,0 +1,128 @@
+// WebSocket (and any HTTP/1.1 Upgrade) tunnelling. The handshake went through the same pipeline
+// as every request (route, caller, limits); here it is forwarded to the upstream, and once the
+// upstream answers 101 the two sockets are joined byte for byte. Either side closing closes the
+// other; the gateway's shutdown closes what is left after its grace.
+import { type IncomingMessage, request, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { CompiledUpstream } from "../config/compile.js";
+import { sendProblem } from "../http/problem.js";
+import { classifyUpstreamError, type ForwardResult, upstreamProblem } from "./forward.js";
+import { clientResponseHeaders } from "./headers.js";
+
+export interface TunnelRequest {
+  upstream: CompiledUpstream;
+  req: IncomingMessage;
+  /** A response bound to the client socket, for answers that are not a 101. */
+  res: ServerResponse;
+  socket: Socket;
+  /** Bytes the client sent after its handshake, before the tunnel existed. */
+  head: Buffer;
+  method: string;
+  path: string;
+  /** Upstream request headers (hygiene applied); Upgrade and Connection are added here. */
+  headers: string[];
+  responseHeaders: Record<string, string>;
+  /** Open tunnels, so a shutdown can close them. */
+  open: Set<Socket>;
+  /** Called once: when the handshake fails, or when the tunnel has closed. */
+  onDone: (result: ForwardResult) => void;
+}
+
+export function isUpgrade(req: IncomingMessage): boolean {
+  return req.headers.upgrade !== undefined && /\bupgrade\b/i.test(String(req.headers.connection ?? ""));
+}
+
+export function tunnel(t: TunnelRequest): void {
+  const url = new URL(t.upstream.origin);
+  let done = false;
+  const finish = (result: ForwardResult) => {
+    if (done) return;
+    done = true;
+    t.onDone(result);
+  };
+  const headers: Record<string, string | string[]> = {};
+  for (let i = 0; i < t.headers.length; i += 2) {
+    const name = t.headers[i]!.toLowerCase();
+    const value = t.headers[i + 1]!;
+    const prior = headers[name];
+    headers[name] = prior === undefined ? value : Array.isArray(prior) ? [...prior, value] : [prior, value];
+  }
+  headers.connection = "Upgrade";
+  headers.upgrade = String(t.req.headers.upgrade);
+
+  const upstreamReq = request({
+    host: url.hostname,
+    port: url.port || 80,
+    method: t.method,
+    path: t.path,
+    headers,
+    timeout: t.upstream.connectTimeoutMs + t.upstream.timeoutMs,
+  });
+  // The client leaving during the handshake aborts it.
+  const onClientGone = () => upstreamReq.destroy();
+  t.socket.once("close", onClientGone);
+
+  upstreamReq.on("upgrade", (upRes, upSocket, upHead) => {
+    t.socket.off("close", onClientGone);
+    if (t.socket.destroyed) {
+      upSocket.destroy();
+      finish({ status: 499, clientGone: true });
+      return;
+    }
+    const out = clientResponseHeaders(upRes.headers);
+    for (const name in t.responseHeaders) out[name] = t.responseHeaders[name]!;
+    out.connection = "Upgrade";
+    out.upgrade = String(upRes.headers.upgrade ?? t.req.headers.upgrade);
+    let head = "HTTP/1.1 101 Switching Protocols\r\n";
+    for (const [name, value] of Object.entries(out)) {
+      for (const v of Array.isArray(value) ? value : [value]) head += `${name}: ${v}\r\n`;
+    }
+    t.socket.write(`${head}\r\n`);
+    if (upHead.length) t.socket.write(upHead);
+    if (t.head.length) upSocket.write(t.head);
+
+    t.open.add(t.socket);
+    t.socket.setTimeout(0);
+    t.socket.setNoDelay(true);
+    upSocket.setNoDelay(true);
+    t.socket.pipe(upSocket);
+    upSocket.pipe(t.socket);
+    // Either side going away ends the tunnel: the other side is closed with it.
+    const close = () => {
+      t.socket.destroy();
+      upSocket.destroy();
+      t.open.delete(t.socket);
+      finish({ status: 101 });
+    };
+    t.socket.once("close", close);
+    upSocket.once("close", close);
+    t.socket.on("error", close);
+    upSocket.on("error", close);
+  });
+
+  // The upstream refused to switch protocols: relay its answer as a normal response.
+  upstreamReq.on("response", (upRes) => {
+    t.socket.off("close", onClientGone);
+    const out = clientResponseHeaders(upRes.headers);
+    for (const name in t.responseHeaders) out[name] = t.responseHeaders[name]!;
+    out.connection = "close";
+    t.res.writeHead(upRes.statusCode ?? 502, out);
+    upRes.pipe(t.res);
+    upRes.on("end", () => finish({ status: upRes.statusCode ?? 502 }));
+    upRes.on("error", () => finish({ status: upRes.statusCode ?? 502, failure: "reset" }));
+  });
+
+  upstreamReq.on("timeout", () => upstreamReq.destroy(Object.assign(new Error("upgrade timed out"), { code: "UND_ERR_HEADERS_TIMEOUT" })));
+  upstreamReq.on("error", (err) => {
+    t.socket.off("close", onClientGone);
+    if (t.socket.destroyed) {
+      finish({ status: 499, clientGone: true });
+      return;
+    }
+    const failure = classifyUpstreamError(err);
+    const problem = upstreamProblem(failure, t.upstream);
+    sendProblem(t.res, problem, { ...t.responseHeaders, connection: "close" });
+    finish({ status: problem.status, failure });
+  });
+  upstreamReq.end();
+}
