@@ -2,8 +2,7 @@
 // the only place that picks a store implementation.
 import { type FSWatcher, watch } from "node:fs";
 import { createServer, type Server } from "node:http";
-import type { Socket } from "node:net";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { basename, dirname } from "node:path";
 import type { Logger } from "pino";
 import { Metrics } from "./admin/metrics.js";

@@ -30,6 +30,7 @@ import { isUpgrade, tunnel } from "./tunnel.js";
 
 /** Upgrade requests in flight: their client socket and the bytes read past the handshake. */
 const upgrades = new WeakMap<IncomingMessage, { socket: Socket; head: Buffer }>();
+
 import type { UpstreamPools } from "./upstreams.js";
 
 type AllowedDecision = Extract<LimitDecision, { kind: "allowed" }>;

@@ -112,7 +112,9 @@ export function tunnel(t: TunnelRequest): void {
     upRes.on("error", () => finish({ status: upRes.statusCode ?? 502, failure: "reset" }));
   });
 
-  upstreamReq.on("timeout", () => upstreamReq.destroy(Object.assign(new Error("upgrade timed out"), { code: "UND_ERR_HEADERS_TIMEOUT" })));
+  upstreamReq.on("timeout", () =>
+    upstreamReq.destroy(Object.assign(new Error("upgrade timed out"), { code: "UND_ERR_HEADERS_TIMEOUT" })),
+  );
   upstreamReq.on("error", (err) => {
     t.socket.off("close", onClientGone);
     if (t.socket.destroyed) {
