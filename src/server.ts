@@ -13,7 +13,7 @@ import { loadConfigFile } from "./config/load.js";
 import { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
 import { splitRestartOnly } from "./config/restart.js";
 import { answerClientError } from "./http/client-error.js";
-import { BreakerStore, DEFAULT_BREAKER } from "./limits/breaker.js";
+import { BreakerStore } from "./limits/breaker.js";
 import { Limiter } from "./limits/limiter.js";
 import type { Store } from "./limits/store.js";
 import { MemoryStore } from "./limits/stores/memory.js";
@@ -91,10 +91,10 @@ export function createStore(rt: Runtime, logger: Logger, metrics: Metrics): Stor
   return new BreakerStore(
     redis,
     {
-      errorRate: b?.error_rate ?? DEFAULT_BREAKER.errorRate,
-      minRequests: b?.min_requests ?? DEFAULT_BREAKER.minRequests,
-      windowMs: b?.window ?? DEFAULT_BREAKER.windowMs,
-      cooldownMs: b?.cooldown ?? DEFAULT_BREAKER.cooldownMs,
+      errorRate: b.error_rate,
+      minRequests: b.min_requests,
+      windowMs: b.window,
+      cooldownMs: b.cooldown,
     },
     (state) => {
       metrics.breakerState.set(state);
@@ -127,8 +127,6 @@ export function urlOf(a: AddressInfo): string {
 }
 
 /** Share of each limit one instance grants alone with on_failure: local (SPEC default). */
-const DEFAULT_LOCAL_FRACTION = 0.25;
-
 /** How long start-up waits for the store before serving with the failure policy. */
 const STARTUP_STORE_WAIT_MS = 1000;
 
@@ -185,7 +183,7 @@ export class Gateway {
   private newLimiter(rt: Runtime): Limiter {
     return new Limiter(this.store, rt.store.prefix, {
       store: this.localStore,
-      fraction: rt.config.store.local_fraction ?? DEFAULT_LOCAL_FRACTION,
+      fraction: rt.config.store.local_fraction,
     });
   }
 

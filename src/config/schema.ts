@@ -86,8 +86,8 @@ const upstream = z.union([
 const cidr = z.string({ error: "expected an address or CIDR such as 10.0.0.0/8" });
 
 const callerList = z.strictObject({
-  ips: z.array(cidr).default([]),
-  clients: z.array(z.string()).default([]),
+  ips: z.array(cidr).default([]).describe("CIDRs of caller IPs"),
+  clients: z.array(z.string()).default([]).describe("client ids"),
 });
 
 /**
@@ -103,82 +103,110 @@ export const headerSafeName = (what: string) =>
     );
 
 const clientSchema = z.strictObject({
-  id: headerSafeName("a client id"),
+  id: headerSafeName("a client id").describe("the client's name in logs, headers and the admin API"),
   key_sha256: z
     .string()
     .regex(/^[0-9a-fA-F]{64}$/, "key_sha256 must be the 64 hex digits of the SHA-256 of the key")
-    .optional(),
+    .optional()
+    .describe('hex SHA-256 of the API key: printf %s "$KEY" | sha256sum'),
   key: z.string().min(1).optional().describe("plain key, for local use only; prefer key_sha256"),
-  plan: z.string().min(1),
-  tenant: headerSafeName("a tenant").optional(),
+  plan: z.string().min(1).describe("one of plans"),
+  tenant: headerSafeName("a tenant").optional().describe("clients of one tenant share its tenant limit"),
 });
 
 const routeSchema = z.strictObject({
-  name: z.string().min(1),
+  name: z.string().min(1).describe("the route's name in plans, metrics and logs"),
   match: z.strictObject({
-    path: z.string().startsWith("/", "a route path starts with /"),
-    methods: z.array(z.string().regex(/^[A-Za-z]+$/, "expected an HTTP method such as GET")).optional(),
+    path: z
+      .string()
+      .startsWith("/", "a route path starts with /")
+      .describe("path prefix, matched on segment boundaries; the longest wins"),
+    methods: z
+      .array(z.string().regex(/^[A-Za-z]+$/, "expected an HTTP method such as GET"))
+      .optional()
+      .describe("only these methods (default: all)"),
   }),
-  upstream: z.string().min(1),
+  upstream: z.string().min(1).describe("one of upstreams"),
   by: z.enum(["ip", "tenant"]).optional().describe("key this route's limit by client IP or by tenant"),
   cost: z.number().int().min(1).default(1).describe("tokens one request takes from rate limits (default 1)"),
   max_body: size().optional().describe("largest request body accepted"),
-  on_failure: failurePolicy.optional(),
+  on_failure: failurePolicy.optional().describe("overrides store.on_failure for this route"),
 });
 
 const planSchema = z.strictObject({
   global: limitSchema.optional().describe("per caller, across all routes"),
   tenant: limitSchema.optional().describe("shared by every client of a tenant"),
-  routes: z.record(z.string(), limitSchema).default({}),
+  routes: z.record(z.string(), limitSchema).default({}).describe("per route name: that route's limit"),
 });
 
 export const configSchema = z
   .strictObject({
     listen: hostPort().default("0.0.0.0:8080"),
-    workers: z.union([z.number().int().min(1), z.literal("auto")]).default(1),
-    shutdown_grace: duration().default(10_000),
+    workers: z
+      .union([z.number().int().min(1), z.literal("auto")])
+      .default(1)
+      .describe("processes serving the listener (only 1 in this version)"),
+    shutdown_grace: duration().default(10_000).describe("on SIGTERM, how long requests in flight may finish"),
     sustained_denial: duration()
       .default(60_000)
       .describe("a caller denied without pause for this long is logged once and counted (default 60s)"),
     log: z
       .strictObject({
         level: z.enum(["trace", "debug", "info", "warn", "error", "fatal", "silent"]).default("info"),
-        requests: z.boolean().default(true),
+        requests: z.boolean().default(true).describe("one JSON line per request"),
       })
       .default({ level: "info", requests: true }),
     admin: z
       .strictObject({
         listen: hostPort().default("127.0.0.1:9090"),
-        token: z.string().default(""),
+        token: z.string().default("").describe("bearer token for /admin/*; empty: /admin/* answers 404"),
       })
       .default({ listen: "127.0.0.1:9090", token: "" }),
     store: z.strictObject({
       url: z
         .string()
-        .regex(/^(memory:\/\/|rediss?:\/\/)/, "expected memory://, redis://host:port or rediss://host:port"),
-      cluster: z.array(z.string()).optional(),
-      sentinel: z.strictObject({ name: z.string(), nodes: z.array(z.string()) }).optional(),
-      prefix: z.string().default("tollgate:"),
+        .regex(/^(memory:\/\/|rediss?:\/\/)/, "expected memory://, redis://host:port or rediss://host:port")
+        .describe("memory:// (one instance), redis://[:password@]host:port[/db] or rediss://"),
+      cluster: z.array(z.string()).optional().describe("Redis Cluster seed nodes (not supported yet)"),
+      sentinel: z
+        .strictObject({ name: z.string(), nodes: z.array(z.string()) })
+        .optional()
+        .describe("Redis Sentinel (not supported yet)"),
+      prefix: z.string().default("tollgate:").describe("prefix of every key tollgate writes"),
       timeout: duration().default(100),
       on_failure: failurePolicy.default("open"),
-      local_fraction: z.number().gt(0).max(1).optional(),
+      local_fraction: z
+        .number()
+        .gt(0)
+        .max(1)
+        .default(0.25)
+        .describe("with on_failure: local, the share of each limit one instance grants alone"),
       breaker: z
         .strictObject({
-          error_rate: percent().optional(),
-          min_requests: z.number().int().min(1).optional(),
-          window: duration().optional(),
-          cooldown: duration().optional(),
+          error_rate: percent().default(0.5).describe("share of failed checks in the window that opens it"),
+          min_requests: z
+            .number()
+            .int()
+            .min(1)
+            .default(20)
+            .describe("checks in the window before it may open"),
+          window: duration().default(10_000).describe("the rolling window failures are counted in"),
+          cooldown: duration().default(5000).describe("how long it stays open before one trial check"),
         })
-        .optional(),
+        .prefault({})
+        .describe("the circuit breaker around the store"),
     }),
     upstreams: z.record(z.string(), upstream),
     identity: z
       .strictObject({
         api_key: z
           .strictObject({
-            header: z.string().default("x-api-key"),
-            bearer: z.boolean().default(false),
-            on_unknown: z.enum(["reject", "anonymous"]).default("reject"),
+            header: z.string().default("x-api-key").describe("header carrying the API key"),
+            bearer: z.boolean().default(false).describe("also accept Authorization: Bearer <key>"),
+            on_unknown: z
+              .enum(["reject", "anonymous"])
+              .default("reject")
+              .describe("an unknown key: 401, or treated as anonymous"),
           })
           .default({ header: "x-api-key", bearer: false, on_unknown: "reject" }),
         jwt: z
@@ -205,12 +233,21 @@ export const configSchema = z
               .describe("plan for tokens without a plan claim (else they are refused)"),
           })
           .optional(),
-        trusted_proxies: z.array(cidr).default([]),
+        trusted_proxies: z
+          .array(cidr)
+          .default([])
+          .describe("CIDRs of proxies whose forwarding header is read; empty: the socket peer is the caller"),
         client_ip_header: z
           .enum(["x-forwarded-for", "forwarded"])
           .default("x-forwarded-for")
           .describe("the one forwarding header your trusted proxies set; the other is ignored"),
-        ipv6_prefix: z.number().int().min(1).max(128).default(64),
+        ipv6_prefix: z
+          .number()
+          .int()
+          .min(1)
+          .max(128)
+          .default(64)
+          .describe("anonymous IPv6 callers are limited per prefix of this length"),
       })
       .default({
         api_key: { header: "x-api-key", bearer: false, on_unknown: "reject" },
@@ -221,7 +258,10 @@ export const configSchema = z
     clients: z.array(clientSchema).default([]),
     plans: z.record(headerSafeName("a plan name"), planSchema).default({}),
     routes: z.array(routeSchema).min(1, "at least one route is needed"),
-    headers: z.array(z.enum(["draft", "ietf", "legacy"])).default(["draft", "ietf"]),
+    headers: z
+      .array(z.enum(["draft", "ietf", "legacy"]))
+      .default(["draft", "ietf"])
+      .describe("rate-limit header styles on every response; [] sends none"),
     deny: callerList.default({ ips: [], clients: [] }),
     exempt: callerList.default({ ips: [], clients: [] }),
   })
