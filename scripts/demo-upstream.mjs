@@ -20,6 +20,7 @@ export function startDemoUpstream(port = 3000, host = "127.0.0.1") {
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const port = Number(process.env.PORT ?? 3000);
-  await startDemoUpstream(port);
-  console.log(`demo upstream on http://127.0.0.1:${port}`);
+  const host = process.env.HOST ?? "127.0.0.1";
+  await startDemoUpstream(port, host);
+  console.log(`demo upstream on http://${host}:${port}`);
 }
