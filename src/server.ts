@@ -181,10 +181,13 @@ export class Gateway {
   private readonly localStore = new MemoryStore({ maxKeys: LOCAL_FALLBACK_MAX_KEYS });
 
   private newLimiter(rt: Runtime): Limiter {
-    return new Limiter(this.store, rt.store.prefix, {
-      store: this.localStore,
-      fraction: rt.config.store.local_fraction,
-    });
+    return new Limiter(
+      this.store,
+      rt.store.prefix,
+      { store: this.localStore, fraction: rt.config.store.local_fraction },
+      // In-process state needs no cache in front of it; a shared store does.
+      { denyCache: this.store.kind === "redis" },
+    );
   }
 
   /**
@@ -214,7 +217,9 @@ export class Gateway {
         jwt: loaded.jwt,
       });
       this.runtime = next;
+      const previous = this.limiter;
       this.limiter = this.newLimiter(next);
+      void previous.close();
       this.pools.retain(next.upstreams);
       this.logger.level = next.config.log.level;
       this.metrics.configReloads.labels("success").inc();
@@ -305,6 +310,7 @@ export class Gateway {
     const admin = createAdminHandler({
       runtime: () => this.runtime,
       store: () => this.store,
+      limiter: () => this.limiter,
       metrics: this.metrics,
       reload: () => this.reload("admin"),
     });
@@ -364,6 +370,7 @@ export class Gateway {
       await this.pools.close();
     }
     admin?.closeAllConnections();
+    await this.limiter.close();
     await this.store.close();
     await this.localStore.close();
     this.logger.info({ cut }, "tollgate stopped");

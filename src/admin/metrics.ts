@@ -31,6 +31,7 @@ export class Metrics {
   readonly configReloads: Counter<"result">;
   readonly breakerState: Gauge;
   readonly sustainedDenials: Gauge;
+  readonly localDenials: Counter;
   private readonly nearLimit: Counter<"route">;
   private readonly nearLimitChildren = new Map<string, { inc(): void }>();
 
@@ -83,6 +84,11 @@ export class Metrics {
       registers: [this.registry],
     });
     this.sustainedDenials.set(0);
+    this.localDenials = new Counter({
+      name: "tollgate_local_denials_total",
+      help: "Requests denied by the deny cache, without asking the store.",
+      registers: [this.registry],
+    });
     this.nearLimit = new Counter({
       name: "tollgate_near_limit_total",
       help: "Admitted requests that left less than 20 % of one of their limits.",

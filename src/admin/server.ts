@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Runtime } from "../config/compile.js";
 import { formatProblem } from "../config/problems.js";
 import { withDeadline } from "../deadline.js";
-import { lastHourTopKeys } from "../limits/limiter.js";
+import { type Limiter, lastHourTopKeys } from "../limits/limiter.js";
 import { quota } from "../limits/spec.js";
 import type { Store } from "../limits/store.js";
 import type { ReloadResult } from "../server.js";
@@ -15,6 +15,8 @@ import type { Metrics } from "./metrics.js";
 export interface AdminDeps {
   runtime: () => Runtime;
   store: () => Store;
+  /** The live limiter: its locally decided denials are flushed before a read. */
+  limiter: () => Pick<Limiter, "flushDenials" | "forgetDenials">;
   metrics: Metrics;
   reload: () => Promise<ReloadResult>;
 }
@@ -130,6 +132,7 @@ export function createAdminHandler(deps: AdminDeps) {
       if (!allow(req, res, "GET")) return;
       const n = Math.min(Math.max(Number(url.searchParams.get("n") ?? 10) || 10, 1), 1000);
       const rt = deps.runtime();
+      await deps.limiter().flushDenials();
       const top = await deps.store().topDenials(lastHourTopKeys(rt.store.prefix, Date.now()), n);
       sendJson(res, 200, {
         window_seconds: 3600,
@@ -189,9 +192,11 @@ export function createAdminHandler(deps: AdminDeps) {
     }
     const { checks, logKey, plan, tenant } = found.limits;
     const store = deps.store();
+    await deps.limiter().flushDenials();
     if (req.method === "DELETE") {
       const keys = checks.map((c) => c.key);
       if (logKey) keys.push(logKey);
+      deps.limiter().forgetDenials(keys);
       const deleted = await store.reset(keys);
       sendJson(res, 200, { caller: name, reset: true, keys_deleted: deleted });
       return;

@@ -4,7 +4,7 @@
 // breaker. A denial is a decision, not a failure, so it never counts against the store.
 import CircuitBreaker from "opossum";
 import type { LimitCheck, StoreDecision } from "./spec.js";
-import type { ChargedLimit, Denial, DenialRecord, Lease, Store } from "./store.js";
+import type { ChargedLimit, Denial, DenialBatch, DenialRecord, Lease, Store } from "./store.js";
 
 export interface BreakerOptions {
   /** Share of failed checks (0..1) within `windowMs` that opens the breaker. */
@@ -110,6 +110,12 @@ export class BreakerStore implements Store {
 
   reset(keys: readonly string[]): Promise<number> {
     return this.inner.reset(keys);
+  }
+
+  /** Bookkeeping like a post-charge: refused while the breaker is open (it is retried later). */
+  recordDenials(batch: readonly DenialBatch[]): Promise<void> {
+    if (this.stateValue === 2) return Promise.reject(new BreakerOpenError());
+    return this.inner.recordDenials(batch);
   }
 
   ping(): Promise<void> {

@@ -4,8 +4,17 @@ import { randomBytes } from "node:crypto";
 import type { CompiledRoute, LimitScope, PlannedLimit } from "../config/compile.js";
 import type { Caller } from "../identity/caller.js";
 import { BreakerOpenError } from "./breaker.js";
+import { DenyCache, type LocalDenial } from "./deny-cache.js";
 import type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision } from "./spec.js";
-import { type ChargedLimit, type DenialRecord, type Lease, type Store, TOP_BUCKET_MS } from "./store.js";
+import {
+  type ChargedLimit,
+  DENIAL_LOG_MAX,
+  type DenialBatch,
+  type DenialRecord,
+  type Lease,
+  type Store,
+  TOP_BUCKET_MS,
+} from "./store.js";
 import type { MemoryStore } from "./stores/memory.js";
 import { StoreReplyError, StoreTimeoutError } from "./stores/redis.js";
 
@@ -40,6 +49,8 @@ export type LimitDecision =
       violated: AppliedLimit[];
       retryAfterMs: number;
       degraded?: DegradedReason;
+      /** Decided by the deny cache, without asking the store. */
+      local?: true;
     }
   | { kind: "degraded"; reason: DegradedReason; policy: "open" | "closed"; error: Error };
 
@@ -153,21 +164,42 @@ function scaledSpec(spec: LimitSpec, fraction: number): LimitSpec {
 /** Per planned list and limit count: the "<route>\t<limit names…>" of denial records. */
 const recordTails = new WeakMap<readonly PlannedLimit[], Map<number, string>>();
 
+/** How often denials decided by the deny cache are written to the store. */
+export const DENIAL_FLUSH_MS = 1000;
+
+export interface LimiterOptions {
+  /** Deny repeat requests locally once the store denied them (shared stores only). */
+  denyCache?: boolean;
+}
+
 export class Limiter {
   private topBucket = -1;
   private topKey = "";
+  private readonly denyCache: DenyCache | null;
+  /** Denials the deny cache decided, per caller log key, until the next flush. */
+  private pending = new Map<string, DenialBatch>();
+  private readonly flushTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: Store,
     private readonly prefix: string,
     private readonly local?: LocalFallback,
-  ) {}
+    options: LimiterOptions = {},
+  ) {
+    this.denyCache = options.denyCache ? new DenyCache() : null;
+    if (this.denyCache) {
+      this.flushTimer = setInterval(() => void this.flushDenials(), DENIAL_FLUSH_MS);
+      this.flushTimer.unref();
+    }
+  }
 
   async check(caller: Caller, route: CompiledRoute, nowMs: number = Date.now()): Promise<LimitDecision> {
     const planned = caller.plan?.limitsByRoute.get(route.name);
     if (!planned || planned.length === 0) return { kind: "unlimited" };
     const checks = limitChecks(this.prefix, planned, caller, route.cost);
     if (checks.length === 0) return { kind: "unlimited" };
+    const local = this.denyCache?.check(checks, nowMs);
+    if (local) return this.deniedLocally(caller, route, checks, local, nowMs);
     let decision: StoreDecision;
     try {
       decision = await this.store.check(
@@ -175,6 +207,8 @@ export class Limiter {
         undefined,
         this.denialRecord(caller, route, planned, checks, nowMs),
       );
+      // `nowMs` is when the check was sent: never later than when the store decided.
+      if (!decision.allowed) this.denyCache?.remember(checks, decision.outcomes, nowMs);
     } catch (err) {
       const reason = classifyStoreError(err);
       if (route.onFailure === "local" && this.local) {
@@ -190,6 +224,57 @@ export class Limiter {
       };
     }
     return toDecision(checks, decision, this.store);
+  }
+
+  /** A denial decided by the deny cache: answered now, recorded at the next flush. */
+  private deniedLocally(
+    caller: Caller,
+    route: CompiledRoute,
+    checks: LimitCheck[],
+    local: LocalDenial,
+    nowMs: number,
+  ): LimitDecision {
+    const violated = local.violated.map((v) => ({ spec: checks[v.index]!.spec, outcome: v.outcome }));
+    const logKey = denialLogKey(this.prefix, caller);
+    let batch = this.pending.get(logKey);
+    if (!batch) {
+      const topKey = topDenialsKey(this.prefix, nowMs);
+      batch = { logKey, topKey, caller: callerLabel(caller), entries: [], count: 0 };
+      this.pending.set(logKey, batch);
+    }
+    // The log keeps the last DENIAL_LOG_MAX; counts go to the top list in full.
+    if (batch.entries.length >= DENIAL_LOG_MAX) batch.entries.shift();
+    batch.entries.push({ atMs: nowMs, route: route.name, limits: violated.map((v) => v.spec.name) });
+    batch.count = (batch.count ?? 0) + 1;
+    return {
+      kind: "denied",
+      applied: violated,
+      violated,
+      retryAfterMs: Math.max(...violated.map((v) => v.outcome.retryAfterMs)),
+      local: true,
+    };
+  }
+
+  /**
+   * Writes the denials the deny cache decided since the last flush (every second, and before
+   * the admin API reads). A failed write is dropped: denial records are advisory.
+   */
+  async flushDenials(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const batch = [...this.pending.values()];
+    this.pending = new Map();
+    await this.store.recordDenials(batch).catch(() => {});
+  }
+
+  /** Forgets what the deny cache knows of these keys (an operator reset them). */
+  forgetDenials(keys: Iterable<string>): void {
+    this.denyCache?.forget(keys);
+  }
+
+  /** Stops the flush timer after a last flush (a reload replaced this limiter, or shutdown). */
+  async close(): Promise<void> {
+    clearInterval(this.flushTimer);
+    await this.flushDenials();
   }
 
   /**

@@ -31,6 +31,27 @@ export interface Denial {
   limits: string[];
 }
 
+/** Denials of one caller decided locally, to be written to its log and the top list. */
+export interface DenialBatch {
+  logKey: string;
+  topKey: string;
+  caller: string;
+  /** The most recent denials (at most DENIAL_LOG_MAX), oldest first. */
+  entries: Denial[];
+  /** How many denials in all, for the top list (default: entries.length). */
+  count?: number;
+}
+
+/** How check.lua stores one denial in a caller's log: "<ms>\t<route>\t<limit,limit>". */
+export function encodeDenial(d: Denial): string {
+  return `${Math.floor(d.atMs)}\t${d.route}\t${d.limits.join(",")}`;
+}
+
+export function decodeDenial(entry: string): Denial {
+  const [at, route, limits] = entry.split("\t");
+  return { atMs: Number(at), route: route ?? "", limits: limits ? limits.split(",") : [] };
+}
+
 /** Most recent denials kept per caller, and for how long. */
 export const DENIAL_LOG_MAX = 50;
 export const DENIAL_LOG_TTL_MS = 3_600_000;
@@ -62,6 +83,11 @@ export interface Store {
   denials(logKey: string): Promise<Denial[]>;
   /** Callers by denials summed over the given top-list buckets, most first. */
   topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]>;
+  /**
+   * Writes denials decided without the store (the deny cache), batched per caller: newest last
+   * in `entries`. The same log and top-list keys as denials recorded by check.
+   */
+  recordDenials(batch: readonly DenialBatch[]): Promise<void>;
   /** Deletes keys (a caller's reset); resolves with how many existed. */
   reset(keys: readonly string[]): Promise<number>;
   /** Resolves when the store answers; readiness uses it. */

@@ -241,6 +241,7 @@ export function createPipeline(deps: PipelineDeps) {
         }
         switch (decision.kind) {
           case "denied": {
+            if (decision.local) metrics.localDenials.inc();
             deps.sustained.denied(callerLabel(caller), Date.now());
             sendTooMany(rt, res, log, decision, responseHeaders);
             return;

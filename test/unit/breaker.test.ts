@@ -36,6 +36,7 @@ class ScriptedStore implements Store {
   async reset(): Promise<number> {
     return 0;
   }
+  async recordDenials(): Promise<void> {}
   async ping(): Promise<void> {}
   isConnected(): boolean {
     return !this.failing;

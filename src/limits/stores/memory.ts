@@ -8,6 +8,7 @@ import {
   DENIAL_LOG_MAX,
   DENIAL_LOG_TTL_MS,
   type Denial,
+  type DenialBatch,
   type DenialRecord,
   type Lease,
   type Store,
@@ -93,14 +94,22 @@ export class MemoryStore implements Store {
   ) {
     const [caller, route, ...names] = record.text.split("\t");
     const limits = names.filter((_, i) => !allowed[i] && !checks[i]!.spec.shadow);
-    const log = [
-      { atMs: Math.floor(nowMs), route: route!, limits },
-      ...((this.read(record.logKey, nowMs) as Denial[]) ?? []),
-    ];
-    this.write(record.logKey, log.slice(0, DENIAL_LOG_MAX), nowMs + DENIAL_LOG_TTL_MS);
-    const top = new Map((this.read(record.topKey, nowMs) as Map<string, number>) ?? []);
-    top.set(caller!, (top.get(caller!) ?? 0) + 1);
-    this.write(record.topKey, top, nowMs + TOP_BUCKET_TTL_MS);
+    const entries = [{ atMs: Math.floor(nowMs), route: route!, limits }];
+    this.writeDenials({ logKey: record.logKey, topKey: record.topKey, caller: caller!, entries }, nowMs);
+  }
+
+  private writeDenials(b: DenialBatch, nowMs: number): void {
+    const newestFirst = [...b.entries].reverse();
+    const log = [...newestFirst, ...((this.read(b.logKey, nowMs) as Denial[]) ?? [])];
+    this.write(b.logKey, log.slice(0, DENIAL_LOG_MAX), nowMs + DENIAL_LOG_TTL_MS);
+    const top = new Map((this.read(b.topKey, nowMs) as Map<string, number>) ?? []);
+    top.set(b.caller, (top.get(b.caller) ?? 0) + (b.count ?? b.entries.length));
+    this.write(b.topKey, top, nowMs + TOP_BUCKET_TTL_MS);
+  }
+
+  async recordDenials(batch: readonly DenialBatch[]): Promise<void> {
+    const nowMs = this.now();
+    for (const b of batch) this.writeDenials(b, nowMs);
   }
 
   async peek(checks: readonly LimitCheck[], nowMs: number = this.now()): Promise<ChargedLimit[]> {

@@ -8,7 +8,19 @@ import { Redis, type RedisOptions } from "ioredis";
 import { withDeadline } from "../../deadline.js";
 import { ALGORITHMS, scriptCostArg } from "../algorithms.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../spec.js";
-import type { ChargedLimit, Denial, DenialRecord, Lease, Store } from "../store.js";
+import {
+  type ChargedLimit,
+  DENIAL_LOG_MAX,
+  DENIAL_LOG_TTL_MS,
+  type Denial,
+  type DenialBatch,
+  type DenialRecord,
+  decodeDenial,
+  encodeDenial,
+  type Lease,
+  type Store,
+  TOP_BUCKET_TTL_MS,
+} from "../store.js";
 import { CHARGE_SCRIPT, CHECK_SCRIPT, PEEK_SCRIPT } from "./scripts.js";
 
 export interface RedisStoreOptions {
@@ -205,10 +217,23 @@ export class RedisStore implements Store {
 
   async denials(logKey: string): Promise<Denial[]> {
     const entries = await this.bounded(this.client.lrange(logKey, 0, -1));
-    return entries.map((entry) => {
-      const [at, route, limits] = entry.split("\t");
-      return { atMs: Number(at), route: route ?? "", limits: limits ? limits.split(",") : [] };
-    });
+    return entries.map(decodeDenial);
+  }
+
+  /** A few commands per caller, whatever its number of denials; auto-pipelined together. */
+  recordDenials(batch: readonly DenialBatch[]): Promise<void> {
+    const writes: Promise<unknown>[] = [];
+    for (const b of batch) {
+      const entries = b.entries.slice(-DENIAL_LOG_MAX).map(encodeDenial);
+      writes.push(
+        this.client.lpush(b.logKey, ...entries),
+        this.client.ltrim(b.logKey, 0, DENIAL_LOG_MAX - 1),
+        this.client.pexpire(b.logKey, DENIAL_LOG_TTL_MS),
+        this.client.zincrby(b.topKey, b.count ?? b.entries.length, b.caller),
+        this.client.pexpire(b.topKey, TOP_BUCKET_TTL_MS),
+      );
+    }
+    return this.bounded(Promise.all(writes)).then(() => undefined);
   }
 
   async topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]> {

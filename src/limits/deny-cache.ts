@@ -1,0 +1,99 @@
+// The deny cache: once the store has said a limit denies a request of cost c until T, this
+// instance denies requests of cost ≥ c on that limit locally until T, with no store call. A
+// caller hammering far past its limit then costs nothing but this map lookup.
+//
+// Why it never denies what the store would allow (the argument; test/unit/deny-cache.test.ts
+// checks it as a property against the real arithmetic):
+//  - The store's retry-after D for limit L and cost c is the earliest time L can admit c,
+//    computed from L's state at the decision, assuming nothing else happens. Everything else
+//    that can happen to a rate limit only makes it tighter: other requests consume, and
+//    post-charges debit. Only time loosens it, and D already accounts for time. So L cannot
+//    admit c (or more) before decision + D.
+//  - T is taken from the time the check was *sent*, which is no later than the moment the store
+//    decided: the local deadline is never later than the store's.
+//  - Concurrency limits are never cached: a release can free a slot at any moment. Shadow limits
+//    never deny, so they are never cached either.
+//  - A reload builds a new limiter and so a new, empty cache (limits may have changed).
+//  - The exception is an operator's reset (DELETE /admin/callers/...): the instance that serves
+//    it forgets the caller's entries at once; other instances keep denying until T, at most the
+//    retry-after they already sent the caller.
+import type { LimitCheck, LimitOutcome } from "./spec.js";
+
+interface Entry {
+  untilMs: number;
+  /** The smallest cost the store denied on this limit: smaller requests may still fit. */
+  cost: number;
+  remaining: number;
+  resetAtMs: number;
+}
+
+export interface LocalDenial {
+  /** Indexes of the checks denied locally, and their outcomes as of now. */
+  violated: { index: number; outcome: LimitOutcome }[];
+}
+
+export const DENY_CACHE_MAX = 100_000;
+
+export class DenyCache {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(private readonly maxEntries = DENY_CACHE_MAX) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Remembers the limits the store denied for `checks`; `sentAtMs` is when the check was sent. */
+  remember(checks: readonly LimitCheck[], outcomes: readonly LimitOutcome[], sentAtMs: number): void {
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i]!;
+      const o = outcomes[i]!;
+      if (o.allowed || c.spec.shadow || c.spec.algorithm === "concurrency" || o.retryAfterMs <= 0) continue;
+      const entry: Entry = {
+        untilMs: sentAtMs + o.retryAfterMs,
+        cost: c.cost,
+        remaining: o.remaining,
+        resetAtMs: sentAtMs + o.resetMs,
+      };
+      const prior = this.entries.get(c.key);
+      if (prior && prior.untilMs >= entry.untilMs && prior.cost <= entry.cost) continue;
+      this.entries.delete(c.key);
+      if (this.entries.size >= this.maxEntries) {
+        const oldest = this.entries.keys().next();
+        if (!oldest.done) this.entries.delete(oldest.value);
+      }
+      this.entries.set(c.key, entry);
+    }
+  }
+
+  /** The limits of `checks` known to deny right now, or null when the store must decide. */
+  check(checks: readonly LimitCheck[], nowMs: number): LocalDenial | null {
+    let violated: LocalDenial["violated"] | null = null;
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i]!;
+      const entry = this.entries.get(c.key);
+      if (!entry) continue;
+      if (nowMs >= entry.untilMs) {
+        this.entries.delete(c.key);
+        continue;
+      }
+      if (c.cost < entry.cost || c.spec.shadow || c.spec.algorithm === "concurrency") continue;
+      violated ??= [];
+      violated.push({
+        index: i,
+        outcome: {
+          allowed: false,
+          remaining: entry.remaining,
+          resetMs: Math.max(0, Math.ceil(entry.resetAtMs - nowMs)),
+          retryAfterMs: Math.ceil(entry.untilMs - nowMs),
+        },
+      });
+    }
+    return violated ? { violated } : null;
+  }
+
+  /** Forgets the given keys (an operator reset them). */
+  forget(keys: Iterable<string>): void {
+    for (const key of keys) this.entries.delete(key);
+  }
+}
