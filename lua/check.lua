@@ -5,12 +5,14 @@
 -- Composed after the algorithm files (see src/limits/stores/scripts.ts), never pasted into them.
 --
 --   KEYS         per request, in request order: the state key of each of its limits
---                (<prefix>{<scope>}:<limit>), then, when it carries a denial record, the
---                caller's denial log and the current top-denials bucket
+--                (<prefix>{<scope>}:<limit>), then the keys of its denial record: the
+--                caller's denial log, and the current top-denials bucket (left out in a Redis
+--                Cluster, where it lives in another slot and is counted apart)
 --   ARGV[1]      number of requests in the batch
 --   then per request:
 --     now in ms, or "" to read the Redis clock (TIME, read once per batch); tests pass it
 --     number of limits n
+--     number of denial-record keys: 0 (no record), 1 (log) or 2 (log and top bucket)
 --     denial record: "" for none, else "<caller>\t<route>\t<limit 1 name>\t<limit 2 name>..."
 --     per limit: algorithm code (+ 16 for a shadow limit), param 1, param 2, cost
 --       1 = token bucket: param 1 = burst, param 2 = interval_ms
@@ -41,8 +43,10 @@ local function record_denial(log_key, top_key, record, now, violated)
   redis.call('LPUSH', log_key, string.format('%d', math.floor(now)) .. '\t' .. fields[2] .. '\t' .. table.concat(names, ','))
   redis.call('LTRIM', log_key, 0, DENIAL_LOG_MAX - 1)
   redis.call('PEXPIRE', log_key, DENIAL_LOG_TTL_MS)
-  redis.call('ZINCRBY', top_key, 1, fields[1])
-  redis.call('PEXPIRE', top_key, TOP_BUCKET_TTL_MS)
+  if top_key then
+    redis.call('ZINCRBY', top_key, 1, fields[1])
+    redis.call('PEXPIRE', top_key, TOP_BUCKET_TTL_MS)
+  end
 end
 
 local FIELDS = 4
@@ -61,8 +65,9 @@ for _ = 1, tonumber(ARGV[1]) do
     now = clock
   end
   local n = tonumber(ARGV[arg + 1])
-  local record = ARGV[arg + 2]
-  arg = arg + 3
+  local record_keys = tonumber(ARGV[arg + 2])
+  local record = ARGV[arg + 3]
+  arg = arg + 4
 
   local head = #reply + 1
   reply[head] = 1
@@ -135,15 +140,16 @@ for _ = 1, tonumber(ARGV[1]) do
         reply[at + 3] = 0
       end
     end
-    if record ~= '' then
+    if record_keys > 0 then
       local violated = {}
       for i = 1, n do
         if reply[head + 1 + (i - 1) * FIELDS] == 0 and not shadow[i] then violated[#violated + 1] = i end
       end
-      record_denial(KEYS[key + n], KEYS[key + n + 1], record, now, violated)
+      local top_key = nil
+      if record_keys > 1 then top_key = KEYS[key + n + 1] end
+      record_denial(KEYS[key + n], top_key, record, now, violated)
     end
   end
-  key = key + n
-  if record ~= '' then key = key + 2 end
+  key = key + n + record_keys
 end
 return reply

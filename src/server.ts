@@ -74,7 +74,9 @@ export function createStore(rt: Runtime, logger: Logger, metrics: Metrics): Stor
   if (rt.store.url.startsWith("memory://")) return new MemoryStore();
   let lastLogged = 0;
   const redis = new RedisStore({
-    url: rt.store.url,
+    url: rt.store.cluster || rt.store.sentinel ? undefined : rt.store.url,
+    cluster: rt.store.cluster,
+    sentinel: rt.store.sentinel,
     timeoutMs: rt.store.timeoutMs,
     onError: (err) => {
       // A down Redis errors on every reconnect attempt; once every 5 s is enough to notice.

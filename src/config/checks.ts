@@ -261,8 +261,21 @@ function checkJwt(config: Config, add: (p: PathSegment[], m: string, k?: string)
 function checkNotYetSupported(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
   if (config.workers !== 1) add([], `workers: ${config.workers} ${NOT_YET} (only 1)`, "workers");
   if (config.sustained_denial === 0) add([], "sustained_denial must be longer than 0", "sustained_denial");
-  for (const key of ["cluster", "sentinel"] as const) {
-    if (config.store[key] !== undefined) add(["store"], `${key} ${NOT_YET}`, key);
+  const sources = (["url", "cluster", "sentinel"] as const).filter((k) => config.store[k] !== undefined);
+  if (sources.length !== 1) {
+    add(
+      ["store"],
+      sources.length === 0
+        ? "store needs url (memory:// or redis://host:port), cluster or sentinel"
+        : `store takes one of url, cluster and sentinel, not ${sources.join(" and ")}`,
+    );
+  }
+  if (config.workers !== 1 && config.store.url?.startsWith("memory://")) {
+    add(
+      [],
+      "workers above 1 need a shared store: memory:// would give every worker its own limits",
+      "workers",
+    );
   }
   checkJwt(config, add);
 }

@@ -82,7 +82,14 @@ export interface Runtime {
   readonly deny: { ips: CidrSet; clients: ReadonlySet<string> };
   readonly exempt: { ips: CidrSet; clients: ReadonlySet<string> };
   readonly headerStyles: { draft: boolean; ietf: boolean; legacy: boolean };
-  readonly store: { url: string; prefix: string; timeoutMs: number };
+  readonly store: {
+    /** The store's address as written (cluster and sentinel: a scheme naming the kind). */
+    url: string;
+    cluster: readonly string[] | undefined;
+    sentinel: { name: string; nodes: readonly string[] } | undefined;
+    prefix: string;
+    timeoutMs: number;
+  };
 }
 
 export const ANONYMOUS_PLAN = "anonymous";
@@ -238,6 +245,12 @@ export function compileRuntime(
       ietf: config.headers.includes("ietf"),
       legacy: config.headers.includes("legacy"),
     },
-    store: { url: config.store.url, prefix: config.store.prefix, timeoutMs: config.store.timeout },
+    store: {
+      url: config.store.url ?? (config.store.cluster ? "redis-cluster://" : "redis-sentinel://"),
+      cluster: config.store.cluster,
+      sentinel: config.store.sentinel,
+      prefix: config.store.prefix,
+      timeoutMs: config.store.timeout,
+    },
   });
 }

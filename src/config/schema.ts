@@ -166,12 +166,23 @@ export const configSchema = z
       url: z
         .string()
         .regex(/^(memory:\/\/|rediss?:\/\/)/, "expected memory://, redis://host:port or rediss://host:port")
-        .describe("memory:// (one instance), redis://[:password@]host:port[/db] or rediss://"),
-      cluster: z.array(z.string()).optional().describe("Redis Cluster seed nodes (not supported yet)"),
-      sentinel: z
-        .strictObject({ name: z.string(), nodes: z.array(z.string()) })
         .optional()
-        .describe("Redis Sentinel (not supported yet)"),
+        .describe("memory:// (one instance), redis://[:password@]host:port[/db] or rediss://"),
+      cluster: z
+        .array(z.string().regex(/^rediss?:\/\/[^/]+$/, "expected redis://host:port"))
+        .min(1)
+        .optional()
+        .describe("Redis Cluster seed nodes; give this instead of url"),
+      sentinel: z
+        .strictObject({
+          name: z.string().min(1).describe("the monitored master's name"),
+          nodes: z
+            .array(z.string().regex(/^[^:/\s]+:\d+$/, "expected host:port"))
+            .min(1)
+            .describe("sentinel addresses"),
+        })
+        .optional()
+        .describe("Redis Sentinel; give this instead of url"),
       prefix: z.string().default("tollgate:").describe("prefix of every key tollgate writes"),
       timeout: duration().default(100),
       on_failure: failurePolicy.default("open"),

@@ -150,9 +150,6 @@ describe("config loading", () => {
       "gw.yaml:12:39: plans.free.routes.login: batch is not supported yet by this version of tollgate; remove it",
     ]);
     expect(
-      problems(BASE.replace("  url: memory://", "  url: memory://\n  cluster: [redis://127.0.0.1:7000]"))[0],
-    ).toContain("cluster is not supported yet");
-    expect(
       problems(BASE.replace("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8080\nworkers: auto"))[0],
     ).toContain("workers: auto is not supported yet");
   });
@@ -204,8 +201,16 @@ describe("config loading", () => {
 
   it("says which key is required when one is missing", () => {
     expect(problems(BASE.replace("store:\n  url: memory://\n", "store: {}\n"))).toEqual([
-      "gw.yaml:2:8: store: url is required",
+      "gw.yaml:2:8: store: store needs url (memory:// or redis://host:port), cluster or sentinel",
     ]);
+    expect(
+      problems(BASE.replace("  url: memory://\n", "  url: memory://\n  cluster: [redis://a:7000]\n")),
+    ).toEqual(["gw.yaml:3:3: store: store takes one of url, cluster and sentinel, not url and cluster"]);
+    expect(
+      problems(
+        BASE.replace("  url: memory://\n", "  cluster: [redis://10.0.0.1:7000, redis://10.0.0.2:7000]\n"),
+      ),
+    ).toEqual([]);
   });
 });
 

@@ -4,7 +4,8 @@
 // ioredis is set to fail fast: no offline queue and no per-request retries, so a dead Redis turns
 // into an immediate rejection that the failure policy answers, never a request parked in a queue.
 // Reconnection happens in the background with a capped backoff.
-import { Redis, type RedisOptions } from "ioredis";
+import calculateSlot from "cluster-key-slot";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { withDeadline } from "../../deadline.js";
 import { ALGORITHMS, scriptCostArg } from "../algorithms.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../spec.js";
@@ -24,7 +25,12 @@ import {
 import { CHARGE_SCRIPT, CHECK_SCRIPT, PEEK_SCRIPT } from "./scripts.js";
 
 export interface RedisStoreOptions {
-  url: string;
+  /** A single Redis (redis:// or rediss://). Exactly one of url, cluster and sentinel. */
+  url?: string;
+  /** Redis Cluster seed nodes (redis://host:port). */
+  cluster?: readonly string[];
+  /** Redis Sentinel: the master's name and sentinel nodes (host:port). */
+  sentinel?: { name: string; nodes: readonly string[] };
   /** Upper bound on one check, in ms (SPEC `store.timeout`). */
   timeoutMs: number;
   /** Called for connection-level errors (logged by the server, rate-limited there). */
@@ -43,6 +49,7 @@ interface BatchItem {
 }
 
 interface Batch {
+  slot: number;
   items: BatchItem[];
   keys: number;
   settled: boolean;
@@ -64,16 +71,20 @@ export const MAX_RECONNECT_DELAY_MS = 500;
 
 export class RedisStore implements Store {
   readonly kind = "redis";
-  readonly client: Redis;
+  readonly client: Redis | Cluster;
+  /** In a Redis Cluster a script's keys must share a slot: batches and groups are per slot. */
+  readonly clustered: boolean;
   private readonly runCheck: CheckCommand;
   private readonly runCharge: CheckCommand;
   private readonly runPeek: CheckCommand;
   private readonly timeoutMs: number;
-  private open: Batch | null = null;
+  private readonly open = new Map<number, Batch>();
+  private topCounts = new Map<string, Map<string, number>>();
+  private topTimer: NodeJS.Timeout | undefined;
 
   constructor(options: RedisStoreOptions) {
     this.timeoutMs = options.timeoutMs;
-    this.client = new Redis(options.url, {
+    const redisOptions: RedisOptions = {
       enableAutoPipelining: true,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -82,20 +93,61 @@ export class RedisStore implements Store {
       // Reconnect forever, quickly at first, never slower than every MAX_RECONNECT_DELAY_MS.
       retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), MAX_RECONNECT_DELAY_MS),
       ...options.redisOptions,
-    });
+    };
+    this.clustered = options.cluster !== undefined;
+    if (options.cluster) {
+      const seeds = options.cluster.map((u) => {
+        const url = new URL(u);
+        return { host: url.hostname, port: Number(url.port || 6379) };
+      });
+      const first = new URL(options.cluster[0]!);
+      this.client = new Cluster(seeds, {
+        // ioredis groups auto-pipelined scripts by their first argument (the key count), not
+        // their first key, and then refuses the mixed-slot pipeline (redis/ioredis#2109). The
+        // store batches checks per slot itself, so nothing is lost by turning it off.
+        enableAutoPipelining: false,
+        enableOfflineQueue: false,
+        // MOVED and ASK are followed by ioredis; the store's deadline bounds the whole check.
+        retryDelayOnFailover: 50,
+        retryDelayOnClusterDown: 50,
+        clusterRetryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), MAX_RECONNECT_DELAY_MS),
+        redisOptions: {
+          ...redisOptions,
+          enableAutoPipelining: false,
+          password: first.password ? decodeURIComponent(first.password) : undefined,
+          username: first.username ? decodeURIComponent(first.username) : undefined,
+          tls: first.protocol === "rediss:" ? {} : undefined,
+        },
+      });
+    } else if (options.sentinel) {
+      this.client = new Redis({
+        ...redisOptions,
+        name: options.sentinel.name,
+        sentinels: options.sentinel.nodes.map((node) => {
+          const [host, port] = node.replace(/^redis:\/\//, "").split(":");
+          return { host: host!, port: Number(port ?? 26379) };
+        }),
+      });
+    } else {
+      this.client = new Redis(options.url ?? "redis://127.0.0.1:6379", redisOptions);
+    }
     this.client.on("error", (err: Error) => options.onError?.(err));
     // defineCommand runs EVALSHA and falls back to EVAL on NOSCRIPT (a restarted or failed-over
-    // Redis has an empty script cache), so the script is loaded once per server, not per call.
-    this.client.defineCommand("tollgateCheck", { lua: CHECK_SCRIPT });
-    this.runCheck = (this.client as unknown as { tollgateCheck: CheckCommand }).tollgateCheck.bind(
-      this.client,
-    );
-    this.client.defineCommand("tollgatePeek", { lua: PEEK_SCRIPT });
-    this.runPeek = (this.client as unknown as { tollgatePeek: CheckCommand }).tollgatePeek.bind(this.client);
-    this.client.defineCommand("tollgateCharge", { lua: CHARGE_SCRIPT });
-    this.runCharge = (this.client as unknown as { tollgateCharge: CheckCommand }).tollgateCharge.bind(
-      this.client,
-    );
+    // Redis, or a cluster node that never ran it, has an empty script cache), so each script is
+    // loaded once per server, not per call. In a cluster ioredis sends it to the node owning
+    // the first key and follows MOVED/ASK.
+    const define = (name: string, lua: string): CheckCommand => {
+      this.client.defineCommand(name, { lua });
+      return (this.client as unknown as Record<string, CheckCommand>)[name]!.bind(this.client);
+    };
+    this.runCheck = define("tollgateCheck", CHECK_SCRIPT);
+    this.runPeek = define("tollgatePeek", PEEK_SCRIPT);
+    this.runCharge = define("tollgateCharge", CHARGE_SCRIPT);
+  }
+
+  /** The slot of a key (0 for a single Redis: everything batches together). */
+  private slotOf(key: string): number {
+    return this.clustered ? calculateSlot(key) : 0;
   }
 
   /**
@@ -106,24 +158,116 @@ export class RedisStore implements Store {
    */
   check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision> {
     if (checks.length === 0) return Promise.resolve({ allowed: true, outcomes: [] });
+    if (!this.clustered) return this.enqueue(0, checks, nowMs, record);
+    const slot = this.slotOf(checks[0]!.key);
+    const sameSlot = checks.every((c) => this.slotOf(c.key) === slot);
+    // The top-denials bucket has its own hash tag: in a cluster it is counted after the fact.
+    const logOnly = record ? { ...record, topKey: "" } : undefined;
+    const decided = sameSlot
+      ? this.enqueue(slot, checks, nowMs, logOnly)
+      : this.checkAcrossSlots(checks, nowMs, logOnly);
+    if (!record) return decided;
+    return decided.then((decision) => {
+      if (!decision.allowed)
+        this.countTopDenial(record.topKey, record.text.slice(0, record.text.indexOf("\t")));
+      return decision;
+    });
+  }
+
+  /**
+   * In a cluster, top-list counts are summed here and written once a second (and before the
+   * top list is read): a burst of denials costs a few commands, not two per denial.
+   */
+  private countTopDenial(topKey: string, caller: string): void {
+    let callers = this.topCounts.get(topKey);
+    if (!callers) {
+      callers = new Map();
+      this.topCounts.set(topKey, callers);
+    }
+    callers.set(caller, (callers.get(caller) ?? 0) + 1);
+    if (!this.topTimer) {
+      this.topTimer = setTimeout(() => void this.flushTopCounts(), 1000);
+      this.topTimer.unref();
+    }
+  }
+
+  private async flushTopCounts(): Promise<void> {
+    clearTimeout(this.topTimer);
+    this.topTimer = undefined;
+    if (this.topCounts.size === 0) return;
+    const counts = this.topCounts;
+    this.topCounts = new Map();
+    const writes: Promise<unknown>[] = [];
+    for (const [topKey, callers] of counts) {
+      for (const [caller, n] of callers) writes.push(this.client.zincrby(topKey, n, caller));
+      writes.push(this.client.pexpire(topKey, TOP_BUCKET_TTL_MS));
+    }
+    await this.bounded(Promise.all(writes)).catch(() => {});
+  }
+
+  /**
+   * A request whose limits live under different hash tags (a `by: ip` route limit beside a
+   * client's own limits) cannot be one script call in a cluster. Its limits are decided slot by
+   * slot, the caller's own first; a later denial does not give back what an earlier slot took.
+   * docs/scaling.md says so.
+   */
+  private async checkAcrossSlots(
+    checks: readonly LimitCheck[],
+    nowMs: number | undefined,
+    record: DenialRecord | undefined,
+  ): Promise<StoreDecision> {
+    const groups = new Map<number, number[]>();
+    checks.forEach((c, i) => {
+      const slot = this.slotOf(c.key);
+      const group = groups.get(slot);
+      if (group) group.push(i);
+      else groups.set(slot, [i]);
+    });
+    const outcomes: LimitOutcome[] = new Array(checks.length);
+    for (const [slot, indexes] of groups) {
+      const part = indexes.map((i) => checks[i]!);
+      const sameTag = record && this.slotOf(record.logKey) === slot ? record : undefined;
+      const decision = await this.enqueue(slot, part, nowMs, sameTag);
+      indexes.forEach((i, j) => {
+        outcomes[i] = decision.outcomes[j]!;
+      });
+      if (!decision.allowed) {
+        // Limits not reached yet report nothing taken: what a zero-cost look would see.
+        for (let i = 0; i < checks.length; i++) {
+          outcomes[i] ??= { allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0 };
+        }
+        return { allowed: false, outcomes };
+      }
+    }
+    return { allowed: true, outcomes };
+  }
+
+  private enqueue(
+    slot: number,
+    checks: readonly LimitCheck[],
+    nowMs: number | undefined,
+    record: DenialRecord | undefined,
+  ): Promise<StoreDecision> {
     return new Promise<StoreDecision>((resolve, reject) => {
-      let batch = this.open;
+      let batch = this.open.get(slot);
       if (!batch) {
-        batch = this.open = this.newBatch();
-        setImmediate(this.flushOpen);
+        batch = this.newBatch(slot);
+        this.open.set(slot, batch);
+        if (this.open.size === 1) setImmediate(this.flushOpen);
       }
       batch.items.push({ checks, nowMs, record, resolve, reject });
-      batch.keys += checks.length + (record ? 2 : 0);
+      batch.keys += checks.length + recordKeyCount(record);
       if (batch.items.length >= MAX_BATCH_REQUESTS || batch.keys >= MAX_BATCH_KEYS) this.flush(batch);
     });
   }
 
   private readonly flushOpen = () => {
-    if (this.open) this.flush(this.open);
+    for (const batch of [...this.open.values()]) this.flush(batch);
   };
 
-  private newBatch(): Batch {
+  private newBatch(slot: number): Batch {
     const batch: Batch = {
+      slot,
       items: [],
       keys: 0,
       settled: false,
@@ -137,15 +281,27 @@ export class RedisStore implements Store {
   }
 
   private flush(batch: Batch): void {
-    if (this.open === batch) this.open = null;
+    if (this.open.get(batch.slot) === batch) {
+      this.open.delete(batch.slot);
+      // Batches opened after this flush get a turn of their own.
+      if (this.open.size > 0) setImmediate(this.flushOpen);
+    }
     const args: (string | number)[] = [];
     for (const item of batch.items) {
       for (const c of item.checks) args.push(c.key);
-      if (item.record) args.push(item.record.logKey, item.record.topKey);
+      if (item.record) {
+        args.push(item.record.logKey);
+        if (item.record.topKey) args.push(item.record.topKey);
+      }
     }
     args.push(batch.items.length);
     for (const item of batch.items) {
-      args.push(item.nowMs === undefined ? "" : item.nowMs, item.checks.length, item.record?.text ?? "");
+      args.push(
+        item.nowMs === undefined ? "" : item.nowMs,
+        item.checks.length,
+        recordKeyCount(item.record),
+        item.record?.text ?? "",
+      );
       pushLimitArgs(args, item.checks, true);
     }
     this.runCheck(batch.keys, ...args).then(
@@ -174,20 +330,48 @@ export class RedisStore implements Store {
     if (batch.settled) return;
     batch.settled = true;
     clearTimeout(batch.timer);
-    if (this.open === batch) this.open = null;
+    if (this.open.get(batch.slot) === batch) this.open.delete(batch.slot);
     for (const item of batch.items) item.reject(err);
   }
 
   /** Post-charges are rare (one per response carrying Tollgate-Cost): not coalesced. */
   charge(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
-    const args: (string | number)[] = checks.map((c) => c.key);
-    args.push(nowMs === undefined ? "" : nowMs);
-    pushLimitArgs(args, checks);
-    return withDeadline(
-      this.runCharge(checks.length, ...args),
-      this.timeoutMs,
-      () => new StoreTimeoutError(this.timeoutMs),
-    ).then((reply) => parseChargeReply(reply, checks.length));
+    return this.perSlot(checks, (part) => {
+      const args: (string | number)[] = part.map((c) => c.key);
+      args.push(nowMs === undefined ? "" : nowMs);
+      pushLimitArgs(args, part);
+      return this.runCharge(part.length, ...args).then((reply) => parseChargeReply(reply, part.length));
+    });
+  }
+
+  /**
+   * Runs a multi-key script once per slot its keys fall in (once in all on a single Redis) and
+   * puts the per-limit results back in the order of `checks`. Post-charges and admin reads need
+   * no atomicity across a caller's hash tags.
+   */
+  private perSlot(
+    checks: readonly LimitCheck[],
+    run: (part: LimitCheck[]) => Promise<ChargedLimit[]>,
+  ): Promise<ChargedLimit[]> {
+    const groups = new Map<number, number[]>();
+    checks.forEach((c, i) => {
+      const slot = this.slotOf(c.key);
+      const group = groups.get(slot);
+      if (group) group.push(i);
+      else groups.set(slot, [i]);
+    });
+    const out: ChargedLimit[] = new Array(checks.length);
+    return this.bounded(
+      Promise.all(
+        [...groups.values()].map((indexes) =>
+          run(indexes.map((i) => checks[i]!)).then((results) => {
+            indexes.forEach((i, j) => {
+              out[i] = results[j]!;
+            });
+          }),
+        ),
+      ),
+    ).then(() => out);
   }
 
   /**
@@ -204,15 +388,15 @@ export class RedisStore implements Store {
   }
 
   peek(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
-    const args: (string | number)[] = checks.map((c) => c.key);
-    args.push(nowMs === undefined ? "" : nowMs);
-    for (const c of checks) {
-      const algorithm = ALGORITHMS[c.spec.algorithm];
-      args.push(algorithm.code, ...algorithm.scriptParams(c.spec));
-    }
-    return this.bounded(this.runPeek(checks.length, ...args)).then((reply) =>
-      parseChargeReply(reply, checks.length),
-    );
+    return this.perSlot(checks, (part) => {
+      const args: (string | number)[] = part.map((c) => c.key);
+      args.push(nowMs === undefined ? "" : nowMs);
+      for (const c of part) {
+        const algorithm = ALGORITHMS[c.spec.algorithm];
+        args.push(algorithm.code, ...algorithm.scriptParams(c.spec));
+      }
+      return this.runPeek(part.length, ...args).then((reply) => parseChargeReply(reply, part.length));
+    });
   }
 
   async denials(logKey: string): Promise<Denial[]> {
@@ -238,6 +422,7 @@ export class RedisStore implements Store {
 
   async topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]> {
     if (topKeys.length === 0) return [];
+    await this.flushTopCounts();
     const flat = await this.bounded(
       this.client.call("ZUNION", topKeys.length, ...topKeys, "WITHSCORES") as Promise<string[]>,
     );
@@ -246,9 +431,12 @@ export class RedisStore implements Store {
     return out.sort((a, b) => b.count - a.count || (a.caller < b.caller ? -1 : 1)).slice(0, n);
   }
 
+  /** One DEL per key: in a cluster a multi-key DEL must stay within one slot. */
   reset(keys: readonly string[]): Promise<number> {
     if (keys.length === 0) return Promise.resolve(0);
-    return this.bounded(this.client.del(...keys));
+    return this.bounded(Promise.all(keys.map((k) => this.client.del(k)))).then((counts) =>
+      counts.reduce((a, b) => a + b, 0),
+    );
   }
 
   /** Every call other than a check is bounded by the same timeout. */
@@ -284,8 +472,15 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    await this.flushTopCounts();
     this.client.disconnect();
   }
+}
+
+/** KEYS a denial record adds to a request: its log, and the top bucket unless it is counted apart. */
+function recordKeyCount(record: DenialRecord | undefined): number {
+  if (!record) return 0;
+  return record.topKey ? 2 : 1;
 }
 
 /**

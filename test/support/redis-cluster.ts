@@ -1,0 +1,135 @@
+// A real 3-master Redis Cluster for tests: three redis-server processes in cluster mode on free
+// ports, joined with `redis-cli --cluster create`. A master can be killed to test a lost shard;
+// the nodes keep serving their own slots then (cluster-require-full-coverage no).
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { Cluster, Redis } from "ioredis";
+import { freePort } from "./ports.js";
+
+const run = promisify(execFile);
+
+export interface RedisClusterProcess {
+  ports: number[];
+  /** The seed URLs for store.cluster. */
+  urls: string[];
+  client: Cluster;
+  /** The port of the master serving a key. */
+  portOf(key: string): Promise<number>;
+  /** SIGKILL the master on `port` (a lost shard). */
+  kill(port: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function waitForPing(port: number, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const probe = new Redis({
+      port,
+      host: "127.0.0.1",
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    probe.on("error", () => {});
+    try {
+      await probe.connect();
+      await probe.ping();
+      probe.disconnect();
+      return;
+    } catch {
+      probe.disconnect();
+      if (Date.now() > deadline || child.exitCode !== null)
+        throw new Error(`cluster node on ${port} did not start`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
+export async function startRedisCluster(): Promise<RedisClusterProcess> {
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-cluster-"));
+  const ports = [await freePort(), await freePort(), await freePort()];
+  const children = new Map<number, ChildProcess>();
+  for (const port of ports) {
+    const child = spawn(
+      "redis-server",
+      [
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        join(dir, `nodes-${port}.conf`),
+        "--cluster-node-timeout",
+        "1000",
+        "--cluster-require-full-coverage",
+        "no",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "no",
+        "--dir",
+        dir,
+      ],
+      { stdio: "ignore" },
+    );
+    children.set(port, child);
+  }
+  for (const port of ports) await waitForPing(port, children.get(port)!);
+  await run("redis-cli", [
+    "--cluster",
+    "create",
+    ...ports.map((p) => `127.0.0.1:${p}`),
+    "--cluster-replicas",
+    "0",
+    "--cluster-yes",
+  ]);
+  // Every node must agree the cluster is up before tests use it.
+  const deadline = Date.now() + 15_000;
+  for (const port of ports) {
+    for (;;) {
+      const { stdout } = await run("redis-cli", ["-p", String(port), "cluster", "info"]);
+      if (stdout.includes("cluster_state:ok")) break;
+      if (Date.now() > deadline) throw new Error(`cluster did not become ok on ${port}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  const client = new Cluster(
+    ports.map((port) => ({ host: "127.0.0.1", port })),
+    {
+      redisOptions: { maxRetriesPerRequest: 1 },
+    },
+  );
+  client.on("error", () => {});
+  await client.ping();
+  const kill = async (port: number) => {
+    const child = children.get(port);
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, "exit");
+    child.kill("SIGKILL");
+    await exited;
+  };
+  return {
+    ports,
+    urls: ports.map((p) => `redis://127.0.0.1:${p}`),
+    client,
+    async portOf(key) {
+      const slot = Number(await client.cluster("KEYSLOT", key));
+      const slots = (await client.cluster("SLOTS")) as unknown as [number, number, [string, number]][];
+      const range = slots.find(([from, to]) => slot >= from && slot <= to)!;
+      return range[2][1];
+    },
+    kill,
+    async stop() {
+      client.disconnect();
+      for (const port of ports) await kill(port);
+    },
+  };
+}
