@@ -5,6 +5,7 @@ import { compileRuntime } from "./config/compile.js";
 import { loadConfigFile } from "./config/load.js";
 import { ConfigError, formatProblem } from "./config/problems.js";
 import { Gateway } from "./server.js";
+import { isWorker, runPrimary, runWorker, workerCount } from "./workers.js";
 
 const USAGE = `usage: tollgate [--config PATH] [--check]
 
@@ -91,6 +92,12 @@ if ("exit" in args) {
   process.exit(args.exit);
 } else if (args.check) {
   process.exitCode = await check(args.config);
+} else if (isWorker) {
+  await runWorker(args.config);
 } else {
-  await run(args.config);
+  // workers > 1: this process becomes the primary of a node:cluster.
+  const loaded = await loadConfigFile(args.config, process.env);
+  const count = loaded.ok ? workerCount(loaded.config.workers) : 1;
+  if (count > 1) await runPrimary(args.config, count);
+  else await run(args.config);
 }

@@ -30,6 +30,16 @@ export interface GatewayOptions {
   watch?: boolean;
   /** Overrides of PROXY_SERVER_OPTIONS (tests shorten the timeouts). */
   serverOptions?: Partial<typeof PROXY_SERVER_OPTIONS>;
+  /**
+   * `all` (one process: both listeners), `worker` (the proxy listener only, shared with the
+   * other workers through node:cluster) or `primary` (the admin listener only, with metrics
+   * gathered from the workers). See workers.ts.
+   */
+  role?: "all" | "worker" | "primary";
+  /** Called after each reload that changed the config (the primary tells its workers). */
+  onReload?: (result: ReloadResult) => void;
+  /** The /metrics text; default: this process's registry (the primary aggregates workers). */
+  metricsText?: () => Promise<{ text: string; contentType: string }>;
 }
 
 /**
@@ -148,6 +158,7 @@ export class Gateway {
   private watcher: FSWatcher | undefined;
   private watchTimer: NodeJS.Timeout | undefined;
   private reloading: Promise<ReloadResult> | null = null;
+  private onReload: ((result: ReloadResult) => void) | undefined;
 
   private constructor(runtime: Runtime, logger: Logger, env: Readonly<Record<string, string | undefined>>) {
     this.runtime = runtime;
@@ -174,8 +185,11 @@ export class Gateway {
         "limit store not reachable at start; serving with the failure policy until it is",
       );
     }
-    await gateway.listen({ ...PROXY_SERVER_OPTIONS, ...options.serverOptions });
-    if (options.watch !== false) gateway.watchConfig();
+    gateway.onReload = options.onReload;
+    const role = options.role ?? "all";
+    await gateway.listen({ ...PROXY_SERVER_OPTIONS, ...options.serverOptions }, role, options.metricsText);
+    // Workers reload when their primary says so; only one process watches the file.
+    if (options.watch !== false && role !== "worker") gateway.watchConfig();
     return gateway;
   }
 
@@ -236,7 +250,14 @@ export class Gateway {
           ? "config reloaded; some settings only apply after a restart"
           : "config reloaded",
       );
-      return { ok: true, version: next.version, changed: true, restartRequired: split.restartRequired };
+      const result: ReloadResult = {
+        ok: true,
+        version: next.version,
+        changed: true,
+        restartRequired: split.restartRequired,
+      };
+      this.onReload?.(result);
+      return result;
     };
     const previous = this.reloading ?? Promise.resolve(undefined);
     const current = previous.then(run, run);
@@ -295,47 +316,59 @@ export class Gateway {
   });
   private readonly sustainedSweep = setInterval(() => this.sustained.sweep(Date.now()), 1000).unref();
 
-  private async listen(serverOptions: typeof PROXY_SERVER_OPTIONS): Promise<void> {
-    const pipeline = createPipeline({
-      runtime: () => this.runtime,
-      limiter: () => this.limiter,
-      pools: this.pools,
-      metrics: this.metrics,
-      logger: this.logger,
-      inFlight: this.inFlight,
-      sustained: this.sustained,
-      tunnels: this.tunnels,
-    });
-    this.proxyServer = createServer(serverOptions, pipeline.handle);
-    this.proxyServer.on("upgrade", pipeline.handleUpgrade);
-    this.proxyServer.on("clientError", answerClientError);
-    const admin = createAdminHandler({
-      runtime: () => this.runtime,
-      store: () => this.store,
-      limiter: () => this.limiter,
-      metrics: this.metrics,
-      reload: () => this.reload("admin"),
-    });
-    this.adminServer = createServer((req, res) => void admin(req, res));
+  private async listen(
+    serverOptions: typeof PROXY_SERVER_OPTIONS,
+    role: "all" | "worker" | "primary",
+    metricsText?: () => Promise<{ text: string; contentType: string }>,
+  ): Promise<void> {
+    if (role !== "primary") {
+      const pipeline = createPipeline({
+        runtime: () => this.runtime,
+        limiter: () => this.limiter,
+        pools: this.pools,
+        metrics: this.metrics,
+        logger: this.logger,
+        inFlight: this.inFlight,
+        sustained: this.sustained,
+        tunnels: this.tunnels,
+      });
+      this.proxyServer = createServer(serverOptions, pipeline.handle);
+      this.proxyServer.on("clientError", answerClientError);
+      this.proxyServer.on("upgrade", pipeline.handleUpgrade);
+    }
+    if (role !== "worker") {
+      const admin = createAdminHandler({
+        runtime: () => this.runtime,
+        store: () => this.store,
+        limiter: () => this.limiter,
+        metrics: this.metrics,
+        metricsText,
+        reload: () => this.reload("admin"),
+      });
+      this.adminServer = createServer((req, res) => void admin(req, res));
+    }
     try {
-      this.proxyAddress = await listen(this.proxyServer, this.runtime.config.listen);
-      this.adminAddress = await listen(this.adminServer, this.runtime.config.admin.listen);
+      if (this.proxyServer) this.proxyAddress = await listen(this.proxyServer, this.runtime.config.listen);
+      if (this.adminServer)
+        this.adminAddress = await listen(this.adminServer, this.runtime.config.admin.listen);
     } catch (err) {
-      this.proxyServer.close();
-      this.adminServer.close();
+      this.proxyServer?.close();
+      this.adminServer?.close();
       await this.store.close();
       throw err;
     }
     this.logger.info(
       {
-        proxy: urlOf(this.proxyAddress),
-        admin: urlOf(this.adminAddress),
+        proxy: this.proxyAddress ? urlOf(this.proxyAddress) : undefined,
+        admin: this.adminAddress ? urlOf(this.adminAddress) : undefined,
         store: this.store.kind,
         config: this.runtime.file,
         config_version: this.runtime.version,
         routes: this.runtime.routeList.length,
+        pid: process.pid,
       },
-      "tollgate listening",
+      // With workers, the primary says "tollgate listening" once all of them are.
+      role === "all" ? "tollgate listening" : `${role} listening`,
     );
   }
 

@@ -68,6 +68,8 @@ export class Metrics {
       name: "tollgate_breaker_state",
       help: "The limit store's circuit breaker: 0 closed, 1 half-open, 2 open.",
       registers: [this.registry],
+      // Across workers: the worst of them.
+      aggregator: "max",
     });
     this.breakerState.set(0);
     this.configReloads = new Counter({

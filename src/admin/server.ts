@@ -18,6 +18,8 @@ export interface AdminDeps {
   /** The live limiter: its locally decided denials are flushed before a read. */
   limiter: () => Pick<Limiter, "flushDenials" | "forgetDenials">;
   metrics: Metrics;
+  /** The /metrics text; default: `metrics.registry` (a primary aggregates its workers'). */
+  metricsText?: () => Promise<{ text: string; contentType: string }>;
   reload: () => Promise<ReloadResult>;
 }
 
@@ -252,8 +254,10 @@ export function createAdminHandler(deps: AdminDeps) {
           return;
         }
         case "/metrics": {
-          const text = await deps.metrics.registry.metrics();
-          res.writeHead(200, { "content-type": deps.metrics.registry.contentType });
+          const { text, contentType } = deps.metricsText
+            ? await deps.metricsText()
+            : { text: await deps.metrics.registry.metrics(), contentType: deps.metrics.registry.contentType };
+          res.writeHead(200, { "content-type": contentType });
           res.end(text);
           return;
         }

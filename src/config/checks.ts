@@ -259,7 +259,6 @@ function checkJwt(config: Config, add: (p: PathSegment[], m: string, k?: string)
 }
 
 function checkNotYetSupported(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
-  if (config.workers !== 1) add([], `workers: ${config.workers} ${NOT_YET} (only 1)`, "workers");
   if (config.sustained_denial === 0) add([], "sustained_denial must be longer than 0", "sustained_denial");
   const sources = (["url", "cluster", "sentinel"] as const).filter((k) => config.store[k] !== undefined);
   if (sources.length !== 1) {

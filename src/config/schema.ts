@@ -145,7 +145,7 @@ export const configSchema = z
     workers: z
       .union([z.number().int().min(1), z.literal("auto")])
       .default(1)
-      .describe("processes serving the listener (only 1 in this version)"),
+      .describe("processes serving the proxy listener; auto: one per core"),
     shutdown_grace: duration().default(10_000).describe("on SIGTERM, how long requests in flight may finish"),
     sustained_denial: duration()
       .default(60_000)

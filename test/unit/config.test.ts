@@ -151,7 +151,7 @@ describe("config loading", () => {
     ]);
     expect(
       problems(BASE.replace("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8080\nworkers: auto"))[0],
-    ).toContain("workers: auto is not supported yet");
+    ).toContain("workers above 1 need a shared store");
   });
 
   it("refuses a cost no bucket could ever admit", () => {
