@@ -63,15 +63,13 @@ async function redisCommandCalls(redis) {
 
 const hasWrk = spawnSync("wrk", ["--version"]).error === undefined;
 
-async function load(url, seconds) {
+/** Drives `url` for `seconds`; `flood` sends every request as one caller past its limit. */
+async function load(url, seconds, flood = false) {
   if (hasWrk) {
-    const r = spawnSync(
-      "wrk",
-      ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", join(root, "bench/keys.lua"), url],
-      {
-        encoding: "utf8",
-      },
-    );
+    const script = join(root, flood ? "bench/flood.lua" : "bench/keys.lua");
+    const r = spawnSync("wrk", ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", script, url], {
+      encoding: "utf8",
+    });
     const line = r.stdout.split("\n").find((l) => l.startsWith("BENCH "));
     if (!line) throw new Error(`wrk failed: ${r.stderr}${r.stdout}`);
     const j = JSON.parse(line.slice(6));
@@ -92,7 +90,10 @@ async function load(url, seconds) {
     requests: [
       {
         path: "/v1/bench",
-        setupRequest: (req) => ({ ...req, headers: { "x-api-key": `bench-key-${i++ % KEYS}` } }),
+        setupRequest: (req) => ({
+          ...req,
+          headers: { "x-api-key": flood ? "flood-key" : `bench-key-${i++ % KEYS}` },
+        }),
       },
     ],
   });
@@ -133,24 +134,31 @@ async function main() {
     { length: KEYS },
     (_, i) => `  - { id: bench-${i}, key: bench-key-${i}, plan: bench }`,
   ).join("\n");
-  const config = join(tmp, "gateway.yaml");
-  const tollgatePort = await freePort();
-  writeFileSync(
-    config,
-    `listen: 127.0.0.1:${tollgatePort}
+  const gatewayConfig = (port, workers) => `listen: 127.0.0.1:${port}
 admin: { listen: 127.0.0.1:0 }
+workers: ${workers}
 log: { level: info, requests: false }
 store: { url: ${redisUrl}, timeout: 100ms, on_failure: open }
 upstreams: { api: ${upstream} }
 clients:
 ${clients}
+  - { id: flood, key: flood-key, plan: flood }
 plans:
   bench: { global: { rate: 1000000/s, burst: 1000000 } }
+  flood: { global: { rate: 1/h, burst: 10 } }
 routes:
   - { name: default, match: { path: / }, upstream: api }
-`,
-  );
+`;
+  const config = join(tmp, "gateway.yaml");
+  const tollgatePort = await freePort();
+  writeFileSync(config, gatewayConfig(tollgatePort, 1));
   await start("tollgate", process.execPath, [join(root, "dist/cli.js"), "--config", config], (l) =>
+    l.includes("tollgate listening"),
+  );
+  const config2 = join(tmp, "gateway-workers.yaml");
+  const workersPort = await freePort();
+  writeFileSync(config2, gatewayConfig(workersPort, 2));
+  await start("tollgate-workers", process.execPath, [join(root, "dist/cli.js"), "--config", config2], (l) =>
     l.includes("tollgate listening"),
   );
 
@@ -173,6 +181,7 @@ routes:
     { name: "tollgate (Redis)", url: `http://127.0.0.1:${tollgatePort}` },
     { name: "undici passthrough", url: `http://127.0.0.1:${passthroughPort}` },
     { name: "http-proxy + rate-limiter-flexible", url: `http://127.0.0.1:${peerPort}` },
+    { name: "tollgate (Redis, workers: 2)", url: `http://127.0.0.1:${workersPort}` },
   ];
   console.log(
     `load: ${hasWrk ? "wrk -t1" : "autocannon"}, ${CONNECTIONS} connections, ${KEYS} API keys, ${ROUNDS} rounds x ${SECONDS}s, interleaved`,
@@ -210,16 +219,28 @@ routes:
       redis_commands_executed_per_request: c.all / c.requests,
     };
   });
-  const [tollgate, bare, peer] = summary;
+  const [tollgate, bare, peer, workers2] = summary;
   console.log("\nmedian of rounds:");
   for (const s of summary) {
     console.log(
       `  ${s.target.padEnd(36)} ${s.rps.toFixed(0).padStart(7)} req/s  p50 ${s.p50_ms.toFixed(2)} ms  p99 ${s.p99_ms.toFixed(2)} ms  Redis cmds sent/req ${s.redis_commands_sent_per_request.toFixed(3)} (executed ${s.redis_commands_executed_per_request.toFixed(2)})  errors ${s.errors}`,
     );
   }
+  // The flood: one caller far past its limit at full load, against the single-process gateway.
+  const floodBefore = await redisCommandCalls(redis);
+  const flood = await load(`http://127.0.0.1:${tollgatePort}`, SECONDS, true);
+  const floodAfter = await redisCommandCalls(redis);
+  const floodCommands = floodAfter.sent - floodBefore.sent;
+  console.log(
+    `\nflood (one caller past its limit): ${flood.rps.toFixed(0)} req/s, ${flood.errors} non-2xx of ${flood.requests}, ` +
+      `p50 ${flood.p50.toFixed(2)} ms, Redis commands sent per denied request ${(floodCommands / Math.max(1, flood.errors)).toFixed(4)}`,
+  );
   const ratios = {
     tollgate_vs_undici_passthrough: tollgate.rps / bare.rps,
     tollgate_vs_http_proxy_rlf: tollgate.rps / peer.rps,
+    workers2_vs_workers1: workers2.rps / tollgate.rps,
+    flood_denials_vs_undici_passthrough: flood.rps / bare.rps,
+    flood_redis_commands_per_denial: floodCommands / Math.max(1, flood.errors),
   };
   console.log(
     `\ntollgate / undici passthrough:                 ${ratios.tollgate_vs_undici_passthrough.toFixed(2)}x  (target >= 0.9)`,
@@ -229,6 +250,15 @@ routes:
   );
   console.log(
     `tollgate Redis commands sent per request:      ${tollgate.redis_commands_sent_per_request.toFixed(3)}  (target <= 1)`,
+  );
+  console.log(
+    `tollgate workers: 2 / workers: 1:             ${ratios.workers2_vs_workers1.toFixed(2)}x  (as measured)`,
+  );
+  console.log(
+    `flood denials / undici passthrough requests:  ${ratios.flood_denials_vs_undici_passthrough.toFixed(2)}x  (target >= 1)`,
+  );
+  console.log(
+    `flood Redis commands per denied request:      ${ratios.flood_redis_commands_per_denial.toFixed(4)}  (target <= 0.01)`,
   );
   mkdirSync(join(root, "bench/results"), { recursive: true });
   writeFileSync(
