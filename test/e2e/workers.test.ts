@@ -51,7 +51,8 @@ describe("workers: 2", () => {
   it("two workers share the listener and enforce one limit; /metrics sums both", async () => {
     // Each worker logs as it starts listening; the primary's "tollgate listening" may come first.
     const deadline = Date.now() + 5000;
-    while (new Set(workerPids()).size < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    while (new Set(workerPids()).size < 2 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
     expect(new Set(workerPids()).size).toBe(2);
     const agents = [new Agent({ keepAlive: false }), new Agent({ keepAlive: false })];
     const replies = await Promise.all(
