@@ -15,7 +15,8 @@
 --     number of denial-record keys: 0 (no record), 1 (log) or 2 (log and top bucket)
 --     denial record: "" for none, else "<caller>\t<route>\t<limit 1 name>\t<limit 2 name>..."
 --     per limit: algorithm code (+ 16 for a shadow limit), param 1, param 2, cost
---       1 = token bucket: param 1 = burst, param 2 = interval_ms
+--       1 = token bucket: param 1 = burst, param 2 = interval_ms; a cost of "<want>:<batch>"
+--         takes up to batch tokens, at least want (an instance's reservation)
 --       2 = fixed window, 3 = sliding window log, 4 = sliding window counter:
 --         param 1 = limit, param 2 = window_ms
 --       5 = leaky bucket: param 1 = queue + 1, param 2 = interval_ms (a GCRA read as a delay)
@@ -26,7 +27,8 @@
 -- charged only when it would have allowed.
 --
 -- Reply: per request { allowed (1|0), then per limit: allowed (1|0), remaining, reset_ms,
---                      retry_after_ms when denied or delay_ms when allowed }, concatenated.
+--                      retry_after_ms when denied; when allowed, delay_ms (leaky bucket) or the
+--                      tokens taken (batched token bucket) }, concatenated.
 
 local SHADOW = 16
 local DENIAL_LOG_MAX = 50
@@ -84,7 +86,14 @@ for _ = 1, tonumber(ARGV[1]) do
     local p1, p2, cost_arg = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), ARGV[arg + 3]
     local k = KEYS[key + i - 1]
     local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now
-    if algorithm == 1 or algorithm == 5 then
+    local want, batch = string.match(cost_arg, '^(%d+):(%d+)$')
+    if algorithm == 1 and want then
+      -- A batched take: the fourth reply field is the tokens taken.
+      local taken
+      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now, taken =
+        token_bucket_batch_step(tonumber(redis.call('GET', k)), now, p1, p2, tonumber(want), tonumber(batch))
+      if ok then retry_ms = taken end
+    elseif algorithm == 1 or algorithm == 5 then
       ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
         token_bucket_step(tonumber(redis.call('GET', k)), now, p1, p2, tonumber(cost_arg))
       -- A leaky bucket serves the request at the TAT it found: reset_now from now.

@@ -27,3 +27,16 @@ end
 local function token_bucket_commit(key, next_tat, now)
   redis.call('SET', key, string.format('%.17g', next_tat), 'PX', math.ceil(next_tat - now) + 1000)
 end
+
+-- A batch for an instance's reservation: at least `want` tokens (else denied like a request of
+-- `want`), up to `batch` of what is available now. Returns the step's values and the tokens taken.
+local function token_bucket_batch_step(tat, now, burst, interval, want, batch)
+  local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
+    token_bucket_step(tat, now, burst, interval, want)
+  if not ok then return ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now, 0 end
+  local take = math.min(batch, available_now)
+  if take < want then take = want end
+  local ok2, nxt2, remaining2, reset2, retry2, available2, reset_now2 = token_bucket_step(tat, now, burst, interval, take)
+  if ok2 then return ok2, nxt2, remaining2, reset2, retry2, available2, reset_now2, take end
+  return ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now, want
+end

@@ -14,8 +14,6 @@ export interface PathProblem {
   atKey?: string;
 }
 
-const NOT_YET = "is not supported yet by this version of tollgate; remove it";
-
 function didYouMean(word: string, known: readonly string[]): string {
   const s = suggest(word, known);
   return s ? ` (did you mean "${s}"?)` : known.length ? ` (known: ${known.join(", ")})` : "";
@@ -164,11 +162,10 @@ export function checkLimit(
     refuseKeys(
       path,
       limit,
-      ["burst", "limit", "window", "max_in_flight", "lease"],
+      ["burst", "limit", "window", "max_in_flight", "lease", "batch"],
       "a leaky bucket (it takes rate + queue)",
       add,
     );
-    notYet(path, limit, add);
     if (limit.rate === undefined) add(path, "rate is missing: how fast the queue drains (e.g. rate: 10/s)");
     else if (limit.rate.count <= 0) add(path, "rate must be more than 0", "rate");
     if (limit.queue === undefined) add(path, "queue is missing: how many requests may wait (e.g. queue: 50)");
@@ -178,17 +175,21 @@ export function checkLimit(
     refuseKeys(
       path,
       limit,
-      ["rate", "burst", "limit", "window", "queue"],
+      ["rate", "burst", "limit", "window", "queue", "batch"],
       "a concurrency limit (it takes max_in_flight and lease)",
       add,
     );
-    notYet(path, limit, add);
     if (limit.max_in_flight === undefined) add(path, "max_in_flight is missing (e.g. max_in_flight: 2)");
     if (limit.lease === 0) add(path, "lease must be longer than 0 (e.g. lease: 60s)", "lease");
     return;
   }
-  notYet(path, limit, add);
   refuseKeys(path, limit, ["max_in_flight", "lease", "queue"], "a token bucket", add);
+  const capacity = limit.burst ?? limit.limit;
+  if (limit.batch !== undefined && limit.batch < 2)
+    add(path, "batch must be at least 2 (1 is no batching)", "batch");
+  else if (limit.batch !== undefined && capacity !== undefined && limit.batch > capacity) {
+    add(path, `batch ${limit.batch} is more than the bucket holds (${capacity})`, "batch");
+  }
   const rateForm = limit.rate !== undefined || limit.burst !== undefined;
   const windowForm = limit.limit !== undefined || limit.window !== undefined;
   if (rateForm && windowForm) {
@@ -218,16 +219,6 @@ function refuseKeys(
   add: (p: PathSegment[], m: string, k?: string) => void,
 ) {
   for (const key of keys) if (limit[key] !== undefined) add(path, `${key} does not apply to ${what}`, key);
-}
-
-function notYet(
-  path: PathSegment[],
-  limit: LimitConfig,
-  add: (p: PathSegment[], m: string, k?: string) => void,
-) {
-  for (const key of ["batch"] as const) {
-    if (limit[key] !== undefined) add(path, `${key} ${NOT_YET}`, key);
-  }
 }
 
 function checkJwt(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {

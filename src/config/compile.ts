@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import { CidrSet, parseCidr } from "../identity/ip.js";
 import type { JwtVerifier } from "../identity/jwt.js";
-import type { LimitSpec } from "../limits/spec.js";
+import type { LimitSpec, TokenBucketSpec } from "../limits/spec.js";
 import { methodSet, RouteMatcher } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import type { Config, FailurePolicy, LimitConfig } from "./schema.js";
@@ -106,6 +106,30 @@ export function compileLimit(name: string, limit: LimitConfig): LimitSpec | null
 }
 
 function compileLimitShape(name: string, limit: LimitConfig): LimitSpec | null {
+  const bucket = tokenBucketShape(name, limit);
+  if (bucket) return limit.batch === undefined ? bucket : { ...bucket, batch: limit.batch };
+  return otherShape(name, limit);
+}
+
+/** A token bucket from rate + burst or limit + window; null for anything else. */
+function tokenBucketShape(name: string, limit: LimitConfig): TokenBucketSpec | null {
+  if (limit.unlimited || limit.limit === 0) return null;
+  if (limit.algorithm !== undefined && limit.algorithm !== "token_bucket") return null;
+  if (limit.rate && limit.burst !== undefined) {
+    return {
+      algorithm: "token_bucket",
+      name,
+      burst: limit.burst,
+      intervalMs: limit.rate.periodMs / limit.rate.count,
+    };
+  }
+  if (limit.limit !== undefined && limit.window !== undefined) {
+    return { algorithm: "token_bucket", name, burst: limit.limit, intervalMs: limit.window / limit.limit };
+  }
+  return null;
+}
+
+function otherShape(name: string, limit: LimitConfig): LimitSpec | null {
   if (limit.unlimited) return null;
   // limit: 0 denies every request. A zero-limit fixed window says exactly that in both stores,
   // with no special path: nothing is ever consumed and every request is a 429.

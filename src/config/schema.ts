@@ -62,7 +62,12 @@ export const limitSchema = z
       .optional()
       .describe("concurrency: how long a slot outlives a dead gateway (default 60s)"),
     queue: z.number().int().min(0).optional().describe("leaky bucket: requests that may wait"),
-    batch: z.number().int().min(1).optional().describe("tokens an instance reserves at a time"),
+    batch: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe("token bucket: tokens an instance reserves at a time, for very hot keys"),
   })
   .describe("one limit");
 

@@ -11,7 +11,7 @@ import type {
   TokenBucketSpec,
   WindowSpec,
 } from "./spec.js";
-import { tokenBucketStep, tokenBucketTtlMs } from "./token-bucket.js";
+import { tokenBucketBatchStep, tokenBucketStep, tokenBucketTtlMs } from "./token-bucket.js";
 import {
   type CounterState,
   type FixedWindowState,
@@ -34,13 +34,25 @@ export interface Algorithm {
   /** The code check.lua dispatches on. */
   code: number;
   scriptParams(spec: LimitSpec): [number, number];
-  /** `leaseId` is the request's lease, for a concurrency limit; the others ignore it. */
-  step(state: unknown, nowMs: number, spec: LimitSpec, cost: number, leaseId?: string): AlgorithmStep;
+  /**
+   * `leaseId` is the request's lease, for a concurrency limit; `batch`, for a batched token
+   * bucket refilling a reservation. The others ignore them.
+   */
+  step(
+    state: unknown,
+    nowMs: number,
+    spec: LimitSpec,
+    cost: number,
+    leaseId?: string,
+    batch?: number,
+  ): AlgorithmStep;
 }
 
 /** The fourth script argument of a limit: the lease id for concurrency, the cost otherwise. */
 export function scriptCostArg(check: LimitCheck): string | number {
-  return check.spec.algorithm === "concurrency" ? (check.leaseId ?? "") : check.cost;
+  if (check.spec.algorithm === "concurrency") return check.leaseId ?? "";
+  // A batched take: "<at least>:<up to>".
+  return check.batch === undefined ? check.cost : `${check.cost}:${check.batch}`;
 }
 
 const tokenBucket: Algorithm = {
@@ -49,7 +61,17 @@ const tokenBucket: Algorithm = {
     const s = spec as TokenBucketSpec;
     return [s.burst, s.intervalMs];
   },
-  step(state, nowMs, spec, cost) {
+  step(state, nowMs, spec, cost, _leaseId, batch) {
+    if (batch !== undefined) {
+      const r = tokenBucketBatchStep(state as number | null, nowMs, spec as TokenBucketSpec, cost, batch);
+      const outcome = r.outcome.allowed ? { ...r.outcome, taken: r.taken } : r.outcome;
+      return {
+        outcome,
+        uncharged: r.uncharged,
+        nextState: r.nextTat,
+        ttlMs: tokenBucketTtlMs(r.nextTat, nowMs),
+      };
+    }
     const { outcome, uncharged, nextTat } = tokenBucketStep(
       state as number | null,
       nowMs,

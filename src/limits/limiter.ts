@@ -172,7 +172,21 @@ export interface LimiterOptions {
   denyCache?: boolean;
 }
 
+/** How long an instance keeps tokens it reserved for a `batch: N` limit. */
+export const RESERVATION_MS = 1000;
+const RESERVATIONS_MAX = 100_000;
+
+interface Reservation {
+  tokens: number;
+  expiresAtMs: number;
+  /** The store's remaining and reset when the batch was taken, for the response headers. */
+  remaining: number;
+  resetAtMs: number;
+}
+
 export class Limiter {
+  private readonly reservations = new Map<string, Reservation>();
+  private readonly refills = new Map<string, Promise<void>>();
   private topBucket = -1;
   private topKey = "";
   private readonly denyCache: DenyCache | null;
@@ -200,16 +214,40 @@ export class Limiter {
     if (checks.length === 0) return { kind: "unlimited" };
     const local = this.denyCache?.check(checks, nowMs);
     if (local) return this.deniedLocally(caller, route, checks, local, nowMs);
+    // One refill per batched key at a time: requests that find the reservation short wait for
+    // the refill in flight instead of each taking a batch of their own.
+    let waited = false;
+    for (let refill = this.refillInFlight(checks, nowMs); refill; ) {
+      await refill;
+      waited = true;
+      refill = this.refillInFlight(checks, nowMs);
+    }
+    if (waited) {
+      // The refill may have found the bucket empty: its denial now answers this request too.
+      const deniedMeanwhile = this.denyCache?.check(checks, nowMs);
+      if (deniedMeanwhile) return this.deniedLocally(caller, route, checks, deniedMeanwhile, nowMs);
+    }
+    const reserved = this.takeReserved(checks, nowMs);
+    const toStore = reserved ? checks.filter((_, i) => !reserved.has(i)) : checks;
+    const refilled = this.startRefills(toStore);
     let decision: StoreDecision;
     try {
-      decision = await this.store.check(
-        checks,
-        undefined,
-        this.denialRecord(caller, route, planned, checks, nowMs),
-      );
+      decision =
+        toStore.length === 0
+          ? { allowed: true, outcomes: [] }
+          : await this.store.check(
+              toStore,
+              undefined,
+              this.denialRecord(caller, route, toStore === checks ? planned : null, toStore, nowMs),
+            );
       // `nowMs` is when the check was sent: never later than when the store decided.
-      if (!decision.allowed) this.denyCache?.remember(checks, decision.outcomes, nowMs);
+      if (!decision.allowed) this.denyCache?.remember(toStore, decision.outcomes, nowMs);
+      if (reserved) decision = this.mergeReserved(checks, toStore, reserved, decision);
+      else this.keepReserved(checks, decision, nowMs);
+      refilled?.();
     } catch (err) {
+      refilled?.();
+      if (reserved) this.giveBack(checks, reserved);
       const reason = classifyStoreError(err);
       if (route.onFailure === "local" && this.local) {
         const { store, fraction } = this.local;
@@ -224,6 +262,111 @@ export class Limiter {
       };
     }
     return toDecision(checks, decision, this.store);
+  }
+
+  /**
+   * `batch: N` token buckets: a request takes its tokens from this instance's reservation when
+   * it holds enough; otherwise its check asks the store for up to N at once (at least its
+   * cost), and what it does not use is kept here for RESERVATION_MS. Tokens are always taken
+   * from the store before they are granted, so batching never admits more than the limit; it
+   * can admit fewer (tokens reserved by one instance are not available to another, and expire
+   * unused). docs/scaling.md has the measured trade-off.
+   */
+  private takeReserved(checks: LimitCheck[], nowMs: number): Map<number, LimitOutcome> | null {
+    let reserved: Map<number, LimitOutcome> | null = null;
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i]!;
+      if (c.spec.algorithm !== "token_bucket" || c.spec.batch === undefined) continue;
+      const r = this.reservations.get(c.key);
+      if (r && r.expiresAtMs > nowMs && r.tokens >= c.cost) {
+        r.tokens -= c.cost;
+        reserved ??= new Map();
+        reserved.set(i, {
+          allowed: true,
+          remaining: r.remaining + r.tokens,
+          resetMs: Math.max(0, Math.ceil(r.resetAtMs - nowMs)),
+          retryAfterMs: 0,
+        });
+      } else {
+        c.batch = c.spec.batch;
+      }
+    }
+    return reserved;
+  }
+
+  /** A refill in flight for a batched key this request cannot serve from its reservation. */
+  private refillInFlight(checks: LimitCheck[], nowMs: number): Promise<void> | undefined {
+    for (const c of checks) {
+      if (c.spec.algorithm !== "token_bucket" || c.spec.batch === undefined) continue;
+      const r = this.reservations.get(c.key);
+      if (r && r.expiresAtMs > nowMs && r.tokens >= c.cost) continue;
+      const inFlight = this.refills.get(c.key);
+      if (inFlight) return inFlight;
+    }
+    return undefined;
+  }
+
+  /** Marks the batched keys this request refills; the returned function ends the refill. */
+  private startRefills(checks: readonly LimitCheck[]): (() => void) | undefined {
+    const keys = checks.filter((c) => c.batch !== undefined).map((c) => c.key);
+    if (keys.length === 0) return undefined;
+    let done!: () => void;
+    const promise = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    for (const key of keys) this.refills.set(key, promise);
+    return () => {
+      for (const key of keys) if (this.refills.get(key) === promise) this.refills.delete(key);
+      done();
+    };
+  }
+
+  /** The store's answer for the rest, with the reserved limits put back in their places. */
+  private mergeReserved(
+    checks: LimitCheck[],
+    toStore: LimitCheck[],
+    reserved: Map<number, LimitOutcome>,
+    decision: StoreDecision,
+  ): StoreDecision {
+    if (!decision.allowed) this.giveBack(checks, reserved);
+    else this.keepReserved(toStore, decision, Date.now());
+    const outcomes: LimitOutcome[] = [];
+    let j = 0;
+    for (let i = 0; i < checks.length; i++) outcomes.push(reserved.get(i) ?? decision.outcomes[j++]!);
+    return { allowed: decision.allowed, outcomes };
+  }
+
+  /** A denied request gives its reserved tokens back. */
+  private giveBack(checks: LimitCheck[], reserved: Map<number, LimitOutcome>): void {
+    for (const i of reserved.keys()) {
+      const r = this.reservations.get(checks[i]!.key);
+      if (r) r.tokens += checks[i]!.cost;
+    }
+  }
+
+  /** Keeps what batched checks took beyond their own cost. */
+  private keepReserved(checks: readonly LimitCheck[], decision: StoreDecision, nowMs: number): void {
+    if (!decision.allowed) return;
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i]!;
+      const taken = decision.outcomes[i]?.taken;
+      if (c.batch === undefined || taken === undefined) continue;
+      if (this.reservations.size >= RESERVATIONS_MAX) {
+        const oldest = this.reservations.keys().next();
+        if (!oldest.done) this.reservations.delete(oldest.value);
+      }
+      const o = decision.outcomes[i]!;
+      // Unexpired tokens still held add to the new ones (a reload of the same key never loses them).
+      const prior = this.reservations.get(c.key);
+      const kept = prior && prior.expiresAtMs > nowMs ? prior.tokens : 0;
+      this.reservations.delete(c.key);
+      this.reservations.set(c.key, {
+        tokens: kept + taken - c.cost,
+        expiresAtMs: nowMs + RESERVATION_MS,
+        remaining: o.remaining,
+        resetAtMs: nowMs + o.resetMs,
+      });
+    }
   }
 
   /** A denial decided by the deny cache: answered now, recorded at the next flush. */
@@ -284,22 +427,22 @@ export class Limiter {
   private denialRecord(
     caller: Caller,
     route: CompiledRoute,
-    planned: readonly PlannedLimit[],
+    planned: readonly PlannedLimit[] | null,
     checks: LimitCheck[],
     nowMs: number,
   ): DenialRecord {
     // "<route>\t<limit names>" is the same for every request of a plan and route that applies
     // the same limits (with or without the tenant's): built once per planned list and count.
-    let tails = recordTails.get(planned);
-    if (!tails) {
+    let tails = planned ? recordTails.get(planned) : undefined;
+    if (planned && !tails) {
       tails = new Map();
       recordTails.set(planned, tails);
     }
-    let tail = tails.get(checks.length);
+    let tail = tails?.get(checks.length);
     if (tail === undefined) {
       tail = route.name;
       for (const c of checks) tail += `\t${c.spec.name}`;
-      tails.set(checks.length, tail);
+      tails?.set(checks.length, tail);
     }
     const bucket = Math.floor(nowMs / TOP_BUCKET_MS);
     if (bucket !== this.topBucket) {
@@ -323,7 +466,9 @@ export class Limiter {
     extraUnits: number,
   ): Promise<{ ok: true; charged: ChargedLimit[] } | { ok: false; reason: DegradedReason }> {
     try {
-      const charged = await this.store.charge(checks.map((c) => ({ ...c, cost: extraUnits })));
+      const charged = await this.store.charge(
+        checks.map((c) => ({ ...c, cost: extraUnits, batch: undefined })),
+      );
       return { ok: true, charged };
     } catch (err) {
       return { ok: false, reason: classifyStoreError(err) };

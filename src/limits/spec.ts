@@ -10,6 +10,8 @@ interface SpecBase {
 /** Token bucket: `burst` tokens, one token back every `intervalMs`. */
 export interface TokenBucketSpec extends SpecBase {
   algorithm: "token_bucket";
+  /** Tokens an instance reserves at a time (`batch: N`); absent: every request asks the store. */
+  batch?: number;
   burst: number;
   intervalMs: number;
 }
@@ -59,6 +61,8 @@ export interface LimitCheck {
   cost: number;
   /** Concurrency only: the lease this request holds, unique across instances. */
   leaseId?: string;
+  /** A batched token bucket refilling its reservation: take up to this many, at least `cost`. */
+  batch?: number;
 }
 
 /** What a store says about one limit of a request. */
@@ -72,6 +76,8 @@ export interface LimitOutcome {
   retryAfterMs: number;
   /** Leaky bucket, when allowed: how long the request waits for its slot, in ms (absent: none). */
   delayMs?: number;
+  /** A batched check, when allowed: the tokens taken (from `cost` up to the batch). */
+  taken?: number;
 }
 
 /** All limits of a request, decided together: `allowed` only if every limit allowed it. */

@@ -70,6 +70,24 @@ export function gcraStep(
   };
 }
 
+/**
+ * A batch for an instance's reservation: at least `want` tokens (else denied like a request of
+ * `want`), and up to `batch` of what is available now. lua/token_bucket.lua has the same step.
+ */
+export function tokenBucketBatchStep(
+  tat: number | null,
+  nowMs: number,
+  spec: TokenBucketSpec,
+  want: number,
+  batch: number,
+): TokenBucketStep & { taken: number } {
+  const first = gcraStep(tat, nowMs, spec.burst, spec.intervalMs, want);
+  if (!first.outcome.allowed) return { ...first, taken: 0 };
+  const take = Math.max(want, Math.min(batch, first.uncharged.remaining));
+  const step = gcraStep(tat, nowMs, spec.burst, spec.intervalMs, take);
+  return step.outcome.allowed ? { ...step, taken: take } : { ...first, taken: want };
+}
+
 /** How long a committed state stays relevant: until the bucket is full again, plus a second. */
 export function tokenBucketTtlMs(nextTat: number, nowMs: number): number {
   return Math.ceil(nextTat - nowMs) + 1000;

@@ -230,6 +230,11 @@ describe("RedisStore specifics", () => {
               spec: specs[i]!,
               cost: s.cost,
               leaseId: specs[i]!.algorithm === "concurrency" ? `lease-${++leaseSeq}` : undefined,
+              // Some token-bucket checks take a batch for an instance's reservation.
+              batch:
+                specs[i]!.algorithm === "token_bucket" && s.dtMs % 3 === 0
+                  ? s.cost + (s.dtMs % 7)
+                  : undefined,
             }));
             const fromRedis = await redisStore.check(checks, now);
             const fromMemory = memory.checkSync(checks, now);

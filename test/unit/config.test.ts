@@ -139,15 +139,15 @@ describe("config loading", () => {
     ]);
   });
 
-  it("refuses features a later version builds, never ignoring them", () => {
+  it("refuses a key that does not apply to the algorithm, never ignoring it", () => {
     const out = problems(
       BASE.replace(
         "      login: { limit: 5, window: 15m }",
-        "      login: { limit: 5, window: 15m, batch: 5 }",
+        "      login: { algorithm: sliding_window, limit: 5, window: 15m, batch: 5 }",
       ),
     );
     expect(out).toEqual([
-      "gw.yaml:12:39: plans.free.routes.login: batch is not supported yet by this version of tollgate; remove it",
+      "gw.yaml:12:66: plans.free.routes.login: batch does not apply to sliding_window (it takes limit + window)",
     ]);
     expect(
       problems(BASE.replace("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8080\nworkers: auto"))[0],

@@ -64,7 +64,7 @@ export class MemoryStore implements Store {
   /** The semantics of check.lua: shadow limits never deny and are charged only when they allow. */
   checkSync(checks: readonly LimitCheck[], nowMs: number = this.now(), record?: DenialRecord): StoreDecision {
     const steps = checks.map((c) =>
-      ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, c.cost, c.leaseId),
+      ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, c.cost, c.leaseId, c.batch),
     );
     let allowed = true;
     for (let i = 0; i < checks.length; i++) {

@@ -312,6 +312,7 @@ export class RedisStore implements Store {
           decisions = parseCheckReply(
             reply,
             batch.items.map((i) => i.checks.length),
+            batch.items.map((i) => i.checks.map((c) => c.batch !== undefined)),
           );
         } catch (err) {
           this.settle(batch, err as Error);
@@ -528,7 +529,11 @@ export function parseChargeReply(reply: unknown, limits: number): ChargedLimit[]
  * Shape-checks the script's reply rather than trusting a cast: a wrong reply must not allow.
  * `limitsPerRequest` gives how many limits each request of the batch had.
  */
-export function parseCheckReply(reply: unknown, limitsPerRequest: readonly number[]): StoreDecision[] {
+export function parseCheckReply(
+  reply: unknown,
+  limitsPerRequest: readonly number[],
+  batched?: readonly (readonly boolean[])[],
+): StoreDecision[] {
   const expected = limitsPerRequest.reduce((n, limits) => n + 1 + limits * 4, 0);
   if (!Array.isArray(reply) || reply.length !== expected) {
     throw new StoreReplyError(`expected an array of ${expected} integers`);
@@ -537,7 +542,7 @@ export function parseCheckReply(reply: unknown, limitsPerRequest: readonly numbe
   const values = reply as number[];
   const decisions: StoreDecision[] = [];
   let at = 0;
-  for (const limits of limitsPerRequest) {
+  for (const [r, limits] of limitsPerRequest.entries()) {
     const allowed = values[at++] === 1;
     const outcomes: LimitOutcome[] = [];
     for (let i = 0; i < limits; i++, at += 4) {
@@ -550,7 +555,9 @@ export function parseCheckReply(reply: unknown, limitsPerRequest: readonly numbe
         resetMs: values[at + 2]!,
         retryAfterMs: limitAllowed ? 0 : wait,
       };
-      if (limitAllowed && wait > 0) outcome.delayMs = wait;
+      if (limitAllowed && batched?.[r]?.[i]) {
+        if (wait > 0) outcome.taken = wait;
+      } else if (limitAllowed && wait > 0) outcome.delayMs = wait;
       outcomes.push(outcome);
     }
     decisions.push({ allowed, outcomes });
