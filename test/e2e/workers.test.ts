@@ -60,7 +60,7 @@ describe("workers: 2", () => {
         send(gw.url, { path: "/x", headers: { "x-api-key": "key-w1" }, agent: agents[i % 2] }),
       ),
     );
-    agents.forEach((a) => a.destroy());
+    for (const a of agents) a.destroy();
     expect(replies.filter((r) => r.status === 200)).toHaveLength(10);
     const allowed = await metric(/tollgate_requests_total\{route="default",decision="allowed"\} (\d+)/);
     const limited = await metric(/tollgate_requests_total\{route="default",decision="limited"\} (\d+)/);
