@@ -9,11 +9,7 @@
 --   ARGV[2 + 4(i-1) ..] per limit i: algorithm code, param 1, param 2, units to debit
 -- Reply: per limit, what a zero-cost check sees afterwards: remaining, reset_ms.
 
-local now = tonumber(ARGV[1])
-if now == nil then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-end
+local now = script_now(ARGV[1])
 
 local reply = {}
 for i = 1, #KEYS do

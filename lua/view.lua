@@ -1,3 +1,13 @@
+-- The time a script decides at: ARGV's "now" in ms when a test passes one, else the Redis clock.
+local function script_now(arg)
+  local now = tonumber(arg)
+  if now == nil then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  end
+  return now
+end
+
 -- What a zero-cost check of one limit sees: remaining and reset_ms, nothing committed. Used by
 -- charge.lua (the state after a post-charge) and peek.lua (the admin API's read).
 local function limit_view(k, now, algorithm, p1, p2)

@@ -3,9 +3,9 @@
 import { readFileSync } from "node:fs";
 import { compileRuntime } from "./config/compile.js";
 import { loadConfigFile } from "./config/load.js";
-import { ConfigError, formatProblem } from "./config/problems.js";
+import { formatProblem } from "./config/problems.js";
 import { Gateway } from "./server.js";
-import { isWorker, runPrimary, runWorker, workerCount } from "./workers.js";
+import { exitOnStartError, isWorker, runPrimary, runWorker, workerCount } from "./workers.js";
 
 const USAGE = `usage: tollgate [--config PATH] [--check]
 
@@ -61,12 +61,7 @@ async function run(file: string): Promise<void> {
   try {
     gateway = await Gateway.start({ configFile: file });
   } catch (err) {
-    if (err instanceof ConfigError) {
-      for (const p of err.problems) process.stderr.write(`${formatProblem(p)}\n`);
-      process.exit(2);
-    }
-    process.stderr.write(`tollgate: cannot start: ${(err as Error).message}\n`);
-    process.exit(1);
+    exitOnStartError(err);
   }
   let stopping = false;
   const stop = (signal: string) => {

@@ -10,6 +10,16 @@ import { Gateway } from "./server.js";
 
 const RELOAD = "tollgate:reload";
 
+/** A gateway that cannot start: its config problems (exit 2) or why (exit 1). */
+export function exitOnStartError(err: unknown): never {
+  if (err instanceof ConfigError) {
+    for (const p of err.problems) process.stderr.write(`${formatProblem(p)}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`tollgate: cannot start: ${(err as Error).message}\n`);
+  process.exit(1);
+}
+
 export function workerCount(setting: number | "auto"): number {
   return setting === "auto" ? Math.max(1, availableParallelism()) : setting;
 }
@@ -56,12 +66,7 @@ export async function runPrimary(file: string, count: number): Promise<void> {
       },
     });
   } catch (err) {
-    if (err instanceof ConfigError) {
-      for (const p of err.problems) process.stderr.write(`${formatProblem(p)}\n`);
-      process.exit(2);
-    }
-    process.stderr.write(`tollgate: cannot start: ${(err as Error).message}\n`);
-    process.exit(1);
+    exitOnStartError(err);
   }
   const logger = gateway.logger;
   let stopping = false;

@@ -129,6 +129,7 @@ function tokenBucketShape(name: string, limit: LimitConfig): TokenBucketSpec | n
   return null;
 }
 
+/** Every other shape: unlimited, limit: 0, the windows, the leaky bucket, concurrency. */
 function otherShape(name: string, limit: LimitConfig): LimitSpec | null {
   if (limit.unlimited) return null;
   // limit: 0 denies every request. A zero-limit fixed window says exactly that in both stores,
@@ -158,17 +159,6 @@ function otherShape(name: string, limit: LimitConfig): LimitSpec | null {
       maxInFlight: limit.max_in_flight!,
       leaseMs: limit.lease ?? DEFAULT_LEASE_MS,
     };
-  }
-  if (limit.rate && limit.burst !== undefined) {
-    return {
-      algorithm: "token_bucket",
-      name,
-      burst: limit.burst,
-      intervalMs: limit.rate.periodMs / limit.rate.count,
-    };
-  }
-  if (limit.limit !== undefined && limit.window !== undefined) {
-    return { algorithm: "token_bucket", name, burst: limit.limit, intervalMs: limit.window / limit.limit };
   }
   throw new Error(`limit ${name} passed validation without a usable shape`);
 }

@@ -7,8 +7,9 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { Cluster, Redis } from "ioredis";
+import { Cluster } from "ioredis";
 import { freePort } from "./ports.js";
+import { waitForPing } from "./redis.js";
 
 const run = promisify(execFile);
 
@@ -22,31 +23,6 @@ export interface RedisClusterProcess {
   /** SIGKILL the master on `port` (a lost shard). */
   kill(port: number): Promise<void>;
   stop(): Promise<void>;
-}
-
-async function waitForPing(port: number, child: ChildProcess): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const probe = new Redis({
-      port,
-      host: "127.0.0.1",
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: () => null,
-    });
-    probe.on("error", () => {});
-    try {
-      await probe.connect();
-      await probe.ping();
-      probe.disconnect();
-      return;
-    } catch {
-      probe.disconnect();
-      if (Date.now() > deadline || child.exitCode !== null)
-        throw new Error(`cluster node on ${port} did not start`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
 }
 
 export async function startRedisCluster(): Promise<RedisClusterProcess> {

@@ -4,9 +4,8 @@ import { once } from "node:events";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
 import { freePort } from "./ports.js";
-import { type RedisProcess, startRedis } from "./redis.js";
+import { type RedisProcess, startRedis, waitForPing } from "./redis.js";
 
 export interface SentinelProcess {
   master: RedisProcess;
@@ -26,27 +25,11 @@ export async function startSentinel(): Promise<SentinelProcess> {
     `port ${port}\nbind 127.0.0.1\nprotected-mode no\ndir ${dir}\nsentinel monitor mymaster 127.0.0.1 ${master.port} 1\n`,
   );
   const child: ChildProcess = spawn("redis-server", [conf, "--sentinel"], { stdio: "ignore" });
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const probe = new Redis({
-      port,
-      host: "127.0.0.1",
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: () => null,
-    });
-    probe.on("error", () => {});
-    try {
-      await probe.connect();
-      const addr = (await probe.call("SENTINEL", "get-master-addr-by-name", "mymaster")) as string[] | null;
-      probe.disconnect();
-      if (addr && Number(addr[1]) === master.port) break;
-    } catch {
-      probe.disconnect();
-    }
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error("redis sentinel did not start");
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  // Ready once the sentinel names the master.
+  await waitForPing(port, child, async (probe) => {
+    const addr = (await probe.call("SENTINEL", "get-master-addr-by-name", "mymaster")) as string[] | null;
+    return addr !== null && Number(addr[1]) === master.port;
+  });
   return {
     master,
     name: "mymaster",

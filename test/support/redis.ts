@@ -33,6 +33,16 @@ async function spawnRedis(port: number): Promise<ChildProcess> {
     ],
     { stdio: "ignore" },
   );
+  await waitForPing(port, child);
+  return child;
+}
+
+/** Resolves once a redis-server (or sentinel) on `port` answers PING; throws if it exits first. */
+export async function waitForPing(
+  port: number,
+  child: ChildProcess,
+  answers: (probe: Redis) => Promise<boolean> = async () => true,
+): Promise<void> {
   const deadline = Date.now() + 10_000;
   for (;;) {
     const probe = new Redis({
@@ -46,14 +56,15 @@ async function spawnRedis(port: number): Promise<ChildProcess> {
     try {
       await probe.connect();
       await probe.ping();
+      const ok = await answers(probe);
       probe.disconnect();
-      return child;
+      if (ok) return;
     } catch {
       probe.disconnect();
-      if (Date.now() > deadline || child.exitCode !== null)
-        throw new Error(`redis-server did not start on port ${port}`);
-      await new Promise((r) => setTimeout(r, 50));
     }
+    if (Date.now() > deadline || child.exitCode !== null)
+      throw new Error(`redis on port ${port} did not start`);
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
 

@@ -145,6 +145,18 @@ export class RedisStore implements Store {
     this.runCharge = define("tollgateCharge", CHARGE_SCRIPT);
   }
 
+  /** The indexes of `checks` by the slot of their key, in order of first appearance. */
+  private groupBySlot(checks: readonly LimitCheck[]): Map<number, number[]> {
+    const groups = new Map<number, number[]>();
+    checks.forEach((c, i) => {
+      const slot = this.slotOf(c.key);
+      const group = groups.get(slot);
+      if (group) group.push(i);
+      else groups.set(slot, [i]);
+    });
+    return groups;
+  }
+
   /** The slot of a key (0 for a single Redis: everything batches together). */
   private slotOf(key: string): number {
     return this.clustered ? calculateSlot(key) : 0;
@@ -216,13 +228,7 @@ export class RedisStore implements Store {
     nowMs: number | undefined,
     record: DenialRecord | undefined,
   ): Promise<StoreDecision> {
-    const groups = new Map<number, number[]>();
-    checks.forEach((c, i) => {
-      const slot = this.slotOf(c.key);
-      const group = groups.get(slot);
-      if (group) group.push(i);
-      else groups.set(slot, [i]);
-    });
+    const groups = this.groupBySlot(checks);
     const outcomes: LimitOutcome[] = new Array(checks.length);
     for (const [slot, indexes] of groups) {
       const part = indexes.map((i) => checks[i]!);
@@ -354,13 +360,7 @@ export class RedisStore implements Store {
     checks: readonly LimitCheck[],
     run: (part: LimitCheck[]) => Promise<ChargedLimit[]>,
   ): Promise<ChargedLimit[]> {
-    const groups = new Map<number, number[]>();
-    checks.forEach((c, i) => {
-      const slot = this.slotOf(c.key);
-      const group = groups.get(slot);
-      if (group) group.push(i);
-      else groups.set(slot, [i]);
-    });
+    const groups = this.groupBySlot(checks);
     const out: ChargedLimit[] = new Array(checks.length);
     return this.bounded(
       Promise.all(
