@@ -94,6 +94,10 @@ export class BreakerStore implements Store {
     return this.inner.release(leases);
   }
 
+  renew(leases: readonly Lease[], nowMs?: number): Promise<void> {
+    return this.inner.renew(leases, nowMs);
+  }
+
   // The admin API's reads and resets go straight to the store: an operator asking is not
   // traffic, and should see the store's own error rather than the breaker's.
   peek(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {

@@ -64,3 +64,15 @@ export function concurrencyStep(
 export function releaseLease(state: Leases | null, leaseId: string): Leases {
   return (state ?? []).filter(([id]) => id !== leaseId);
 }
+
+/**
+ * The leases with `leaseId` extended to `leaseMs` from now, if it is still live; the same array
+ * when there is nothing to extend (released or expired leases are not brought back).
+ */
+export function renewLease(state: Leases, leaseId: string, nowMs: number, leaseMs: number): Leases {
+  const at = state.findIndex(([id, expiresAt]) => id === leaseId && expiresAt > nowMs);
+  if (at === -1) return state;
+  const next = [...state];
+  next[at] = [leaseId, nowMs + leaseMs];
+  return next;
+}

@@ -4,7 +4,7 @@
 import { checkLimit } from "../config/checks.js";
 import { compileLimit } from "../config/compile.js";
 import { limitSchema } from "../config/schema.js";
-import { keyPart, nextLeaseId } from "./limiter.js";
+import { holdLeases, keyPart, leaseOf, nextLeaseId } from "./limiter.js";
 import { type LimitSpec, quota } from "./spec.js";
 import type { Store } from "./store.js";
 
@@ -101,15 +101,12 @@ export function createLimiter(options: CreateLimiterOptions): Limiter {
       }));
       const tightest = [...limits].sort((a, b) => a.remaining - b.remaining || b.resetMs - a.resetMs)[0];
       if (decision.allowed) {
-        const leases = checks.flatMap((c) => (c.leaseId ? [{ key: c.key, leaseId: c.leaseId }] : []));
-        let released: Promise<void> | null = null;
+        const leases = checks.flatMap((c) => leaseOf(c) ?? []);
+        const release = leases.length ? holdLeases(options.store, leases) : () => Promise.resolve();
         return {
           allowed: true,
           delayMs: Math.max(0, ...decision.outcomes.map((o) => o.delayMs ?? 0)),
-          release: () => {
-            released ??= leases.length ? options.store.release(leases) : Promise.resolve();
-            return released;
-          },
+          release,
           remaining: tightest?.remaining ?? Infinity,
           resetMs: tightest?.resetMs ?? 0,
           limit: tightest?.name ?? "",

@@ -497,15 +497,42 @@ export function lastHourTopKeys(prefix: string, nowMs: number): string[] {
   return keys;
 }
 
-/** A release that runs once, whatever calls it twice (the response's end and an abort may race). */
-function releaseOnce(store: Store, leases: Lease[]): () => Promise<StoreResult> {
-  let released: Promise<StoreResult> | null = null;
+/** The lease a concurrency check took, or null for any other limit. */
+export function leaseOf(c: LimitCheck): Lease | null {
+  if (c.spec.algorithm !== "concurrency" || c.leaseId === undefined) return null;
+  return { key: c.key, leaseId: c.leaseId, leaseMs: c.spec.leaseMs };
+}
+
+/** Leases are renewed this often while their request is in flight (a third of the lease). */
+export function renewEveryMs(leases: readonly Lease[]): number {
+  return Math.max(250, Math.min(...leases.map((l) => l.leaseMs)) / 3);
+}
+
+/**
+ * Holds a request's leases: renews them while it runs (a long download, a WebSocket may outlive
+ * `lease`) and gives them back once, whatever calls the returned release twice.
+ */
+export function holdLeases(store: Store, leases: Lease[]): () => Promise<void> {
+  let released: Promise<void> | null = null;
+  const renewal = setInterval(() => void store.renew(leases).catch(() => {}), renewEveryMs(leases));
+  renewal.unref();
   return () => {
-    released ??= store.release(leases).then(
+    clearInterval(renewal);
+    released ??= store.release(leases);
+    return released;
+  };
+}
+
+/** The gateway's release: the same, reporting a failure instead of throwing it. */
+function releaseOnce(store: Store, leases: Lease[]): () => Promise<StoreResult> {
+  const release = holdLeases(store, leases);
+  let result: Promise<StoreResult> | null = null;
+  return () => {
+    result ??= release().then(
       (): StoreResult => ({ ok: true }),
       (err: unknown): StoreResult => ({ ok: false, reason: classifyStoreError(err) }),
     );
-    return released;
+    return result;
   };
 }
 
@@ -527,9 +554,10 @@ function toDecision(
       const c = checks[i]!;
       const delay = decision.outcomes[i]!.delayMs;
       if (delay !== undefined && delay > delayMs) delayMs = delay;
-      if (c.leaseId === undefined) continue;
+      const lease = leaseOf(c);
+      if (!lease) continue;
       leases ??= [];
-      leases.push({ key: c.key, leaseId: c.leaseId });
+      leases.push(lease);
     }
     const allowed: Extract<LimitDecision, { kind: "allowed" }> = {
       kind: "allowed",

@@ -1,10 +1,11 @@
 // The one interface both stores implement. Only server.ts chooses the implementation.
 import type { LimitCheck, StoreDecision } from "./spec.js";
 
-/** A concurrency slot a request holds: the limit's key and the request's lease id. */
+/** A concurrency slot a request holds: the limit's key, the request's lease id, its length. */
 export interface Lease {
   key: string;
   leaseId: string;
+  leaseMs: number;
 }
 
 /** A limit's state as a zero-cost check sees it (after a post-charge, or read by the admin API). */
@@ -77,6 +78,11 @@ export interface Store {
    * cannot answer; the lease then expires on its own.
    */
   release(leases: readonly Lease[]): Promise<void>;
+  /**
+   * Extends leases still held to `leaseMs` from now (requests that outlive their lease, such as
+   * WebSockets); released or expired leases stay gone.
+   */
+  renew(leases: readonly Lease[], nowMs?: number): Promise<void>;
   /** Each limit as a zero-cost check sees it; consumes nothing (the admin API). */
   peek(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]>;
   /** A caller's recorded denials, newest first. */

@@ -240,7 +240,11 @@ describe("RedisStore specifics", () => {
             const fromMemory = memory.checkSync(checks, now);
             expect(fromRedis).toEqual(fromMemory);
             if (fromRedis.allowed) {
-              for (const c of checks) if (c.leaseId) held.push({ key: c.key, leaseId: c.leaseId });
+              for (const c of checks) {
+                if (c.leaseId && c.spec.algorithm === "concurrency") {
+                  held.push({ key: c.key, leaseId: c.leaseId, leaseMs: c.spec.leaseMs });
+                }
+              }
             }
           }
           await memory.close();

@@ -323,7 +323,7 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
         resetMs: 900,
         retryAfterMs: 800,
       });
-      await store.release([{ key, leaseId: "a" }]);
+      await store.release([{ key, leaseId: "a", leaseMs: slots.leaseMs }]);
       expect((await take("d", 300)).allowed).toBe(true);
       expect((await take("e", 300)).allowed).toBe(false);
       // "b" was never released: it expires at 1100, and its slot with it.
@@ -423,6 +423,25 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       expect(await store.reset([key, `${key}:w`, logKey])).toBe(3);
       expect(await store.denials(logKey)).toEqual([]);
       expect((await store.check(checks, T0 + 4)).allowed).toBe(true);
+    });
+  });
+
+  describe(`${name}: lease renewal`, () => {
+    it("a renewed lease outlives its first expiry; a released one is not brought back", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("renew");
+      const one: ConcurrencySpec = { algorithm: "concurrency", name: "r.one", maxInFlight: 1, leaseMs: 1000 };
+      const take = (lease: string, t: number) =>
+        store.check([{ key, spec: one, cost: 1, leaseId: lease }], T0 + t);
+      expect((await take("a", 0)).allowed).toBe(true);
+      await store.renew([{ key, leaseId: "a", leaseMs: 1000 }], T0 + 800);
+      // Past the first expiry (1000), still held until 1800.
+      expect((await take("b", 1500)).allowed).toBe(false);
+      expect((await take("c", 1800)).allowed).toBe(true);
+      await store.release([{ key, leaseId: "c", leaseMs: 1000 }]);
+      await store.renew([{ key, leaseId: "c", leaseMs: 1000 }], T0 + 1900);
+      expect((await take("d", 1900)).allowed).toBe(true);
     });
   });
 }

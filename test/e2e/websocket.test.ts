@@ -37,8 +37,10 @@ plans:
     global: { rate: 1/h, burst: 10 }
     routes:
       live: { algorithm: concurrency, max_in_flight: 2, lease: 1m }
+      short: { algorithm: concurrency, max_in_flight: 1, lease: 1s }
 routes:
   - { name: live, match: { path: /live }, upstream: api }
+  - { name: short, match: { path: /short }, upstream: api }
   - { name: default, match: { path: / }, upstream: api }
 `);
 }, 30_000);
@@ -111,6 +113,19 @@ describe("WebSockets through tollgate", () => {
     b.ws.close();
     c.ws.close();
     await Promise.all([closed(b.ws), closed(c.ws)]);
+  });
+
+  it("a socket that outlives its 1 s lease keeps its slot: the gateway renews it", async () => {
+    const held = await open("/short", "key-slotted");
+    await new Promise((r) => setTimeout(r, 2500));
+    const refused = await open("/short", "key-slotted").catch((err) => err);
+    expect(refused.status).toBe(429);
+    held.ws.close();
+    await closed(held.ws);
+    await new Promise((r) => setTimeout(r, 100));
+    const next = await open("/short", "key-slotted");
+    next.ws.close();
+    await closed(next.ws);
   });
 
   it("the upstream closing closes the client side", async () => {

@@ -24,6 +24,7 @@ class ScriptedStore implements Store {
     return [];
   }
   async release(): Promise<void> {}
+  async renew(): Promise<void> {}
   async peek(): Promise<ChargedLimit[]> {
     return [];
   }

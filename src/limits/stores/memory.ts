@@ -1,7 +1,7 @@
 // The embedded store for `memory://` (one instance) and, later, the local failure fallback.
 // It runs the same arithmetic as the Redis scripts (algorithms.ts) on a bounded map.
 import { ALGORITHMS, chargeStep, isRateLimit } from "../algorithms.js";
-import { type Leases, releaseLease } from "../concurrency.js";
+import { type Leases, releaseLease, renewLease } from "../concurrency.js";
 import type { LimitCheck, StoreDecision } from "../spec.js";
 import {
   type ChargedLimit,
@@ -175,6 +175,18 @@ export class MemoryStore implements Store {
       const entry = this.entries.get(key);
       // The key keeps its expiry: it is the latest lease's, and that lease may still be live.
       if (entry) entry.state = releaseLease(entry.state as Leases, leaseId);
+    }
+  }
+
+  async renew(leases: readonly Lease[], nowMs: number = this.now()): Promise<void> {
+    for (const l of leases) {
+      const entry = this.entries.get(l.key);
+      if (!entry || entry.expiresAtMs <= nowMs) continue;
+      const held = entry.state as Leases;
+      const renewed = renewLease(held, l.leaseId, nowMs, l.leaseMs);
+      if (renewed === held) continue;
+      entry.state = renewed;
+      entry.expiresAtMs = Math.max(entry.expiresAtMs, nowMs + Math.ceil(l.leaseMs) + 1000);
     }
   }
 

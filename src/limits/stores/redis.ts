@@ -22,7 +22,7 @@ import {
   type Store,
   TOP_BUCKET_TTL_MS,
 } from "../store.js";
-import { CHARGE_SCRIPT, CHECK_SCRIPT, PEEK_SCRIPT } from "./scripts.js";
+import { CHARGE_SCRIPT, CHECK_SCRIPT, PEEK_SCRIPT, RENEW_SCRIPT } from "./scripts.js";
 
 export interface RedisStoreOptions {
   /** A single Redis (redis:// or rediss://). Exactly one of url, cluster and sentinel. */
@@ -77,6 +77,7 @@ export class RedisStore implements Store {
   private readonly runCheck: CheckCommand;
   private readonly runCharge: CheckCommand;
   private readonly runPeek: CheckCommand;
+  private readonly runRenew: CheckCommand;
   private readonly timeoutMs: number;
   private readonly open = new Map<number, Batch>();
   private topCounts = new Map<string, Map<string, number>>();
@@ -143,6 +144,7 @@ export class RedisStore implements Store {
     this.runCheck = define("tollgateCheck", CHECK_SCRIPT);
     this.runPeek = define("tollgatePeek", PEEK_SCRIPT);
     this.runCharge = define("tollgateCharge", CHARGE_SCRIPT);
+    this.runRenew = define("tollgateRenew", RENEW_SCRIPT);
   }
 
   /** The indexes of `checks` by the slot of their key, in order of first appearance. */
@@ -385,6 +387,24 @@ export class RedisStore implements Store {
       Promise.all(leases.map((l) => this.client.zrem(l.key, l.leaseId))),
       this.timeoutMs,
       () => new StoreTimeoutError(this.timeoutMs),
+    ).then(() => undefined);
+  }
+
+  renew(leases: readonly Lease[], nowMs?: number): Promise<void> {
+    const byKey = new Map<string, Lease[]>();
+    for (const l of leases) byKey.set(l.key, [...(byKey.get(l.key) ?? []), l]);
+    return this.bounded(
+      Promise.all(
+        [...byKey].map(([key, held]) =>
+          this.runRenew(
+            1,
+            key,
+            nowMs === undefined ? "" : nowMs,
+            held[0]!.leaseMs,
+            ...held.map((l) => l.leaseId),
+          ),
+        ),
+      ),
     ).then(() => undefined);
   }
 

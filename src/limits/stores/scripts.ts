@@ -26,3 +26,6 @@ export const CHARGE_SCRIPT = composeScript([...ALGORITHM_PARTS, "charge.lua"]);
 
 /** The admin API's read: every algorithm at a cost of 0, nothing committed. */
 export const PEEK_SCRIPT = composeScript([...ALGORITHM_PARTS, "peek.lua"]);
+
+/** Extends the concurrency leases of requests still in flight. */
+export const RENEW_SCRIPT = composeScript([...ALGORITHM_PARTS, "renew.lua"]);
