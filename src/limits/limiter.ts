@@ -172,6 +172,10 @@ export interface LimiterOptions {
   denyCache?: boolean;
 }
 
+function isBatched(p: PlannedLimit): boolean {
+  return p.spec.algorithm === "token_bucket" && p.spec.batch !== undefined;
+}
+
 /** How long an instance keeps tokens it reserved for a `batch: N` limit. */
 export const RESERVATION_MS = 1000;
 const RESERVATIONS_MAX = 100_000;
@@ -214,22 +218,24 @@ export class Limiter {
     if (checks.length === 0) return { kind: "unlimited" };
     const local = this.denyCache?.check(checks, nowMs);
     if (local) return this.deniedLocally(caller, route, checks, local, nowMs);
-    // One refill per batched key at a time: requests that find the reservation short wait for
-    // the refill in flight instead of each taking a batch of their own.
-    let waited = false;
-    for (let refill = this.refillInFlight(checks, nowMs); refill; ) {
-      await refill;
-      waited = true;
-      refill = this.refillInFlight(checks, nowMs);
-    }
-    if (waited) {
+    // Reservations only concern `batch: N` limits: other requests skip that work entirely.
+    const batched = planned.some(isBatched);
+    if (batched) {
+      // One refill per batched key at a time: requests that find the reservation short wait
+      // for the refill in flight instead of each taking a batch of their own.
+      let waited = false;
+      for (let refill = this.refillInFlight(checks, nowMs); refill; ) {
+        await refill;
+        waited = true;
+        refill = this.refillInFlight(checks, nowMs);
+      }
       // The refill may have found the bucket empty: its denial now answers this request too.
-      const deniedMeanwhile = this.denyCache?.check(checks, nowMs);
+      const deniedMeanwhile = waited ? this.denyCache?.check(checks, nowMs) : null;
       if (deniedMeanwhile) return this.deniedLocally(caller, route, checks, deniedMeanwhile, nowMs);
     }
-    const reserved = this.takeReserved(checks, nowMs);
+    const reserved = batched ? this.takeReserved(checks, nowMs) : null;
     const toStore = reserved ? checks.filter((_, i) => !reserved.has(i)) : checks;
-    const refilled = this.startRefills(toStore);
+    const refilled = batched ? this.startRefills(toStore) : undefined;
     let decision: StoreDecision;
     try {
       decision =
@@ -243,7 +249,7 @@ export class Limiter {
       // `nowMs` is when the check was sent: never later than when the store decided.
       if (!decision.allowed) this.denyCache?.remember(toStore, decision.outcomes, nowMs);
       if (reserved) decision = this.mergeReserved(checks, toStore, reserved, decision);
-      else this.keepReserved(checks, decision, nowMs);
+      else if (batched) this.keepReserved(checks, decision, nowMs);
       refilled?.();
     } catch (err) {
       refilled?.();

@@ -102,7 +102,8 @@ export class MemoryStore implements Store {
     const newestFirst = [...b.entries].reverse();
     const log = [...newestFirst, ...((this.read(b.logKey, nowMs) as Denial[]) ?? [])];
     this.write(b.logKey, log.slice(0, DENIAL_LOG_MAX), nowMs + DENIAL_LOG_TTL_MS);
-    const top = new Map((this.read(b.topKey, nowMs) as Map<string, number>) ?? []);
+    // Counted in place: copying the bucket would cost every denial the size of the top list.
+    const top = (this.read(b.topKey, nowMs) as Map<string, number> | null) ?? new Map<string, number>();
     top.set(b.caller, (top.get(b.caller) ?? 0) + (b.count ?? b.entries.length));
     this.write(b.topKey, top, nowMs + TOP_BUCKET_TTL_MS);
   }

@@ -383,11 +383,9 @@ export class RedisStore implements Store {
    * them together.
    */
   release(leases: readonly Lease[]): Promise<void> {
-    return withDeadline(
-      Promise.all(leases.map((l) => this.client.zrem(l.key, l.leaseId))),
-      this.timeoutMs,
-      () => new StoreTimeoutError(this.timeoutMs),
-    ).then(() => undefined);
+    return this.bounded(Promise.all(leases.map((l) => this.client.zrem(l.key, l.leaseId)))).then(
+      () => undefined,
+    );
   }
 
   renew(leases: readonly Lease[], nowMs?: number): Promise<void> {
