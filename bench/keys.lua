@@ -1,6 +1,11 @@
--- wrk script: every request carries one of 1000 API keys, round-robin per thread.
+-- wrk script: every request carries one of 1000 API keys, round-robin per thread; with
+-- BENCH_FLOOD=1 every request is one caller far past its limit (a flood of 429s).
+local flood = os.getenv("BENCH_FLOOD") == "1"
 local i = 0
 request = function()
+  if flood then
+    return wrk.format("GET", "/v1/bench", { ["x-api-key"] = "flood-key" })
+  end
   i = (i + 1) % 1000
   return wrk.format("GET", "/v1/bench", { ["x-api-key"] = "bench-key-" .. i })
 end

@@ -66,10 +66,14 @@ const hasWrk = spawnSync("wrk", ["--version"]).error === undefined;
 /** Drives `url` for `seconds`; `flood` sends every request as one caller past its limit. */
 async function load(url, seconds, flood = false) {
   if (hasWrk) {
-    const script = join(root, flood ? "bench/flood.lua" : "bench/keys.lua");
-    const r = spawnSync("wrk", ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", script, url], {
-      encoding: "utf8",
-    });
+    const r = spawnSync(
+      "wrk",
+      ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", join(root, "bench/keys.lua"), url],
+      {
+        encoding: "utf8",
+        env: { ...process.env, BENCH_FLOOD: flood ? "1" : "0" },
+      },
+    );
     const line = r.stdout.split("\n").find((l) => l.startsWith("BENCH "));
     if (!line) throw new Error(`wrk failed: ${r.stderr}${r.stdout}`);
     const j = JSON.parse(line.slice(6));

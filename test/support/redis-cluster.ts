@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { Cluster } from "ioredis";
 import { freePort } from "./ports.js";
-import { waitForPing } from "./redis.js";
+import { redisArgs, waitForPing } from "./redis.js";
 
 const run = promisify(execFile);
 
@@ -32,11 +32,7 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
   for (const port of ports) {
     const child = spawn(
       "redis-server",
-      [
-        "--port",
-        String(port),
-        "--bind",
-        "127.0.0.1",
+      redisArgs(port, [
         "--cluster-enabled",
         "yes",
         "--cluster-config-file",
@@ -45,15 +41,9 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
         "1000",
         "--cluster-require-full-coverage",
         "no",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--protected-mode",
-        "no",
         "--dir",
         dir,
-      ],
+      ]),
       { stdio: "ignore" },
     );
     children.set(port, child);

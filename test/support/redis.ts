@@ -16,23 +16,25 @@ export interface RedisProcess {
   stop(): Promise<void>;
 }
 
+/** A loopback redis-server on `port` that persists nothing; `extra` adds settings. */
+export function redisArgs(port: number, extra: string[] = []): string[] {
+  return [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--protected-mode",
+    "no",
+    ...extra,
+  ];
+}
+
 async function spawnRedis(port: number): Promise<ChildProcess> {
-  const child = spawn(
-    "redis-server",
-    [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--protected-mode",
-      "no",
-    ],
-    { stdio: "ignore" },
-  );
+  const child = spawn("redis-server", redisArgs(port), { stdio: "ignore" });
   await waitForPing(port, child);
   return child;
 }
