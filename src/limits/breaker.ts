@@ -59,6 +59,10 @@ export class BreakerStore implements Store {
         rollingCountTimeout: options.windowMs,
         rollingCountBuckets: 10,
         resetTimeout: options.cooldownMs,
+        // Latency percentiles and snapshot events are not used: with them opossum keeps every
+        // latency of the window and sorts them each second, a cost paid per request.
+        rollingPercentilesEnabled: false,
+        enableSnapshots: false,
       },
     );
     const set = (state: BreakerState) => {

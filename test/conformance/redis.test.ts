@@ -102,6 +102,55 @@ describe("RedisStore specifics", () => {
     expect(results[5]!.outcomes[0]!.remaining).toBe(0);
   });
 
+  it("sends the checks asked while a batch is in flight as one batch when it lands", async () => {
+    const store = await newStore();
+    const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 100, intervalMs: 60_000 };
+    const key = freshKey("in-flight");
+    const before = (await commandCalls("evalsha")) + (await commandCalls("eval"));
+    const turn = () => new Promise((r) => setImmediate(r));
+    redis.pause();
+    try {
+      const first = store.check([{ key, spec, cost: 1 }]);
+      await turn(); // the first batch is written; Redis holds it
+      // 30 more checks, each in a turn of its own, all while the first is unanswered.
+      const rest: Promise<unknown>[] = [];
+      for (let i = 0; i < 30; i++) {
+        rest.push(store.check([{ key, spec, cost: 1 }]));
+        await turn();
+      }
+      redis.resume();
+      await Promise.all([first, ...rest]);
+    } finally {
+      redis.resume();
+    }
+    expect((await commandCalls("evalsha")) + (await commandCalls("eval")) - before).toBe(2);
+    const last = await store.check([{ key, spec, cost: 1 }]);
+    expect(last.outcomes[0]!.remaining).toBe(100 - 32);
+  });
+
+  it("a hung reply never holds back the next batch once it is past its deadline", async () => {
+    const store = new RedisStore({ url: redis.url, timeoutMs: 150 });
+    stores.push(store);
+    expect(await store.waitUntilReady(5000)).toBe(true);
+    const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 100, intervalMs: 60_000 };
+    const key = freshKey("hung");
+    redis.pause();
+    try {
+      const hung = store.check([{ key, spec, cost: 1 }]);
+      await expect(hung).rejects.toThrow(/did not answer|timed out|timeout/i);
+      // Redis still holds the first batch; the next check gets its own deadline, not a queue.
+      const started = performance.now();
+      const err = await store.check([{ key, spec, cost: 1 }]).catch((e: Error) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect(performance.now() - started).toBeLessThan(150 + 100);
+    } finally {
+      redis.resume();
+    }
+    const started = performance.now();
+    expect((await store.check([{ key, spec, cost: 1 }])).allowed).toBe(true);
+    expect(performance.now() - started).toBeLessThan(100);
+  });
+
   it("refuses a malformed script reply rather than allowing", () => {
     expect(() => parseCheckReply([1, 1, 9, 100], [1])).toThrow(/unexpected reply/);
     expect(() => parseCheckReply("OK", [1])).toThrow(/unexpected reply/);

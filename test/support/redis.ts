@@ -13,6 +13,10 @@ export interface RedisProcess {
   kill(): Promise<void>;
   /** Start it again on the same port. */
   restart(): Promise<void>;
+  /** SIGSTOP: the server holds its connections but answers nothing (a hung Redis). */
+  pause(): void;
+  /** SIGCONT after pause(). */
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -89,6 +93,8 @@ export async function startRedis(): Promise<RedisProcess> {
     async restart() {
       child = await spawnRedis(port);
     },
+    pause: () => void child.kill("SIGSTOP"),
+    resume: () => void child.kill("SIGCONT"),
     async stop() {
       client.disconnect();
       await killChild("SIGKILL");

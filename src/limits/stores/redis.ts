@@ -53,6 +53,9 @@ interface Batch {
   items: BatchItem[];
   keys: number;
   settled: boolean;
+  /** Written to Redis, and then answered (or given up on). */
+  sent: boolean;
+  landed: boolean;
   timer: NodeJS.Timeout;
 }
 
@@ -80,6 +83,8 @@ export class RedisStore implements Store {
   private readonly runRenew: CheckCommand;
   private readonly timeoutMs: number;
   private readonly open = new Map<number, Batch>();
+  /** Batches sent and not yet answered, per slot. */
+  private readonly inFlight = new Map<number, number>();
   private topCounts = new Map<string, Map<string, number>>();
   private topTimer: NodeJS.Timeout | undefined;
 
@@ -87,6 +92,9 @@ export class RedisStore implements Store {
     this.timeoutMs = options.timeoutMs;
     const redisOptions: RedisOptions = {
       enableAutoPipelining: true,
+      // Checks are coalesced by the store itself (one batch per slot in flight); wrapping each
+      // batch in an auto-pipeline of one command only adds work.
+      autoPipeliningIgnoredCommands: ["tollgateCheck"],
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       commandTimeout: options.timeoutMs,
@@ -165,10 +173,11 @@ export class RedisStore implements Store {
   }
 
   /**
-   * Checks are coalesced: every check asked during one turn of the event loop goes to Redis as
-   * one EVALSHA (up to MAX_BATCH), decided in arrival order, each request atomic on its own.
-   * That amortises the per-command cost of the client and of Redis over the batch; a check
-   * waits at most for the current turn to end.
+   * Checks are coalesced: the checks asked while a slot has a batch in flight go to Redis as
+   * one EVALSHA (up to MAX_BATCH) when its reply comes, decided in arrival order, each request
+   * atomic on its own. With nothing in flight a check goes out at the end of the current turn
+   * of the event loop. Batches so grow with the load, and the per-command cost of the client,
+   * the socket and Redis is paid once per batch; a check waits at most one round trip more.
    */
   check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision> {
     if (checks.length === 0) return Promise.resolve({ allowed: true, outcomes: [] });
@@ -261,7 +270,8 @@ export class RedisStore implements Store {
       if (!batch) {
         batch = this.newBatch(slot);
         this.open.set(slot, batch);
-        if (this.open.size === 1) setImmediate(this.flushOpen);
+        // While a batch of this slot is in flight, the next one fills until its reply comes.
+        if (!this.inFlight.has(slot)) this.scheduleFlush();
       }
       batch.items.push({ checks, nowMs, record, resolve, reject });
       batch.keys += checks.length + recordKeyCount(record);
@@ -269,9 +279,38 @@ export class RedisStore implements Store {
     });
   }
 
+  private flushScheduled = false;
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(this.flushOpen);
+  }
+
+  /** Sends every open batch whose slot has nothing in flight. */
   private readonly flushOpen = () => {
-    for (const batch of [...this.open.values()]) this.flush(batch);
+    this.flushScheduled = false;
+    for (const batch of this.open.values()) if (!this.inFlight.has(batch.slot)) this.flush(batch);
   };
+
+  /**
+   * A slot's batch was answered, failed or passed its deadline: the batch that filled meanwhile
+   * goes out now. A batch past its deadline no longer holds the next one back, so a hung reply
+   * never stalls its slot.
+   */
+  private land(batch: Batch): void {
+    if (!batch.sent || batch.landed) return;
+    batch.landed = true;
+    const slot = batch.slot;
+    const count = (this.inFlight.get(slot) ?? 1) - 1;
+    if (count > 0) {
+      this.inFlight.set(slot, count);
+      return;
+    }
+    this.inFlight.delete(slot);
+    const next = this.open.get(slot);
+    if (next) this.flush(next);
+  }
 
   private newBatch(slot: number): Batch {
     const batch: Batch = {
@@ -279,21 +318,27 @@ export class RedisStore implements Store {
       items: [],
       keys: 0,
       settled: false,
+      sent: false,
+      landed: false,
       timer: undefined as unknown as NodeJS.Timeout,
     };
-    // ioredis starts commandTimeout only when a command is written, and auto-pipelining holds a
-    // slot's next batch until the running one settles: behind a hung Redis a check would wait
-    // up to twice the timeout. The deadline therefore starts when the first request asks.
-    batch.timer = setTimeout(() => this.settle(batch, new StoreTimeoutError(this.timeoutMs)), this.timeoutMs);
+    // ioredis starts commandTimeout only when a command is written, and a slot's next batch
+    // waits for the one in flight: behind a hung Redis a check would wait up to twice the
+    // timeout. The deadline therefore starts when the first request asks.
+    batch.timer = setTimeout(() => {
+      this.settle(batch, new StoreTimeoutError(this.timeoutMs));
+      this.land(batch);
+    }, this.timeoutMs);
     return batch;
   }
 
   private flush(batch: Batch): void {
-    if (this.open.get(batch.slot) === batch) {
-      this.open.delete(batch.slot);
-      // Batches opened after this flush get a turn of their own.
-      if (this.open.size > 0) setImmediate(this.flushOpen);
-    }
+    if (this.open.get(batch.slot) === batch) this.open.delete(batch.slot);
+    // Timed out while it waited for the batch ahead of it: its requests are answered already.
+    if (batch.settled) return;
+    this.inFlight.set(batch.slot, (this.inFlight.get(batch.slot) ?? 0) + 1);
+    batch.sent = true;
+    const land = () => this.land(batch);
     const args: (string | number)[] = [];
     for (const item of batch.items) {
       for (const c of item.checks) args.push(c.key);
@@ -314,6 +359,7 @@ export class RedisStore implements Store {
     }
     this.runCheck(batch.keys, ...args).then(
       (reply) => {
+        land();
         if (batch.settled) return;
         let decisions: StoreDecision[];
         try {
@@ -330,7 +376,10 @@ export class RedisStore implements Store {
         clearTimeout(batch.timer);
         for (let i = 0; i < batch.items.length; i++) batch.items[i]!.resolve(decisions[i]!);
       },
-      (err: unknown) => this.settle(batch, err instanceof Error ? err : new Error(String(err))),
+      (err: unknown) => {
+        land();
+        this.settle(batch, err instanceof Error ? err : new Error(String(err)));
+      },
     );
   }
 
