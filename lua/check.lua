@@ -52,6 +52,10 @@ local function record_denial(log_key, top_key, record, now, violated)
 end
 
 local FIELDS = 4
+-- pending: per limit of the request being decided, PENDING slots: algorithm, next state,
+-- param 2, cost argument, allowed, available now, reset now, shadow.
+local PENDING = 8
+local pending = {}
 local clock = nil
 local reply = {}
 local arg = 2
@@ -73,21 +77,20 @@ for _ = 1, tonumber(ARGV[1]) do
 
   local head = #reply + 1
   reply[head] = 1
-  local pending = {}
-  local uncharged = {}
   local all_allowed = true
-  local shadow = {}
   for i = 1, n do
     local algorithm = tonumber(ARGV[arg])
-    if algorithm >= SHADOW then
-      algorithm = algorithm - SHADOW
-      shadow[i] = true
-    end
+    local is_shadow = algorithm >= SHADOW
+    if is_shadow then algorithm = algorithm - SHADOW end
     local p1, p2, cost_arg = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), ARGV[arg + 3]
     local k = KEYS[key + i - 1]
     local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now
-    local want, batch = string.match(cost_arg, '^(%d+):(%d+)$')
-    if algorithm == 1 and want then
+    -- A plain number is the usual cost; only a batched take has the "<want>:<batch>" form.
+    local want, batch
+    if algorithm == 1 and tonumber(cost_arg) == nil then
+      want, batch = string.match(cost_arg, '^(%d+):(%d+)$')
+    end
+    if want then
       -- A batched take: the fourth reply field is the tokens taken.
       local taken
       ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now, taken =
@@ -112,9 +115,11 @@ for _ = 1, tonumber(ARGV[1]) do
     else
       return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg]))
     end
-    pending[i] = { algorithm, nxt, p2, cost_arg, ok }
-    uncharged[i] = { available_now, reset_now }
-    if not ok and not shadow[i] then all_allowed = false end
+    -- Per limit, in flat arrays reused by every request of the batch (no table per limit).
+    local at = (i - 1) * PENDING
+    pending[at + 1], pending[at + 2], pending[at + 3], pending[at + 4] = algorithm, nxt, p2, cost_arg
+    pending[at + 5], pending[at + 6], pending[at + 7], pending[at + 8] = ok, available_now, reset_now, is_shadow
+    if not ok and not is_shadow then all_allowed = false end
     reply[#reply + 1] = ok and 1 or 0
     reply[#reply + 1] = remaining
     reply[#reply + 1] = reset_ms
@@ -125,8 +130,9 @@ for _ = 1, tonumber(ARGV[1]) do
   if all_allowed then
     for i = 1, n do
       local k = KEYS[key + i - 1]
-      local algorithm, nxt, window, cost_arg = pending[i][1], pending[i][2], pending[i][3], pending[i][4]
-      if not pending[i][5] then
+      local at = (i - 1) * PENDING
+      local algorithm, nxt, window, cost_arg = pending[at + 1], pending[at + 2], pending[at + 3], pending[at + 4]
+      if not pending[at + 5] then
         -- a shadow limit that would have denied: nothing to charge
       elseif algorithm == 1 or algorithm == 5 then
         token_bucket_commit(k, nxt, now)
@@ -144,15 +150,17 @@ for _ = 1, tonumber(ARGV[1]) do
     for i = 1, n do
       local at = head + 1 + (i - 1) * FIELDS
       if reply[at] == 1 then
-        reply[at + 1] = uncharged[i][1]
-        reply[at + 2] = uncharged[i][2]
+        reply[at + 1] = pending[(i - 1) * PENDING + 6]
+        reply[at + 2] = pending[(i - 1) * PENDING + 7]
         reply[at + 3] = 0
       end
     end
     if record_keys > 0 then
       local violated = {}
       for i = 1, n do
-        if reply[head + 1 + (i - 1) * FIELDS] == 0 and not shadow[i] then violated[#violated + 1] = i end
+        if reply[head + 1 + (i - 1) * FIELDS] == 0 and not pending[(i - 1) * PENDING + 8] then
+          violated[#violated + 1] = i
+        end
       end
       local top_key = nil
       if record_keys > 1 then top_key = KEYS[key + n + 1] end

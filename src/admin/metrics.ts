@@ -23,7 +23,7 @@ export const NO_ROUTE = "";
 export class Metrics {
   readonly registry = new Registry();
   private readonly requests: Counter<"route" | "decision">;
-  private readonly requestChildren = new Map<string, { inc(): void }>();
+  private readonly requestChildren = new Map<string, Map<RequestDecision, { inc(): void }>>();
   readonly checkDuration: LeanHistogram;
   readonly upstreamDuration: LeanHistogram;
   readonly storeErrors: Counter<"reason">;
@@ -126,12 +126,17 @@ export class Metrics {
   }
 
   countRequest(route: string, decision: RequestDecision): void {
-    // Child lookups hash the label values on every call; cache them per label pair.
-    const key = `${route}\u0000${decision}`;
-    let child = this.requestChildren.get(key);
+    // Child lookups hash the label values on every call; cache them per label pair, in nested
+    // maps so that a request builds no key string.
+    let byDecision = this.requestChildren.get(route);
+    if (!byDecision) {
+      byDecision = new Map();
+      this.requestChildren.set(route, byDecision);
+    }
+    let child = byDecision.get(decision);
     if (!child) {
       child = this.requests.labels(route, decision);
-      this.requestChildren.set(key, child);
+      byDecision.set(decision, child);
     }
     child.inc();
   }

@@ -295,22 +295,27 @@ export function createPipeline(deps: PipelineDeps) {
       deps
         .limiter()
         .check(caller, route)
-        .then((decision) => {
-          const seconds = (performance.now() - checkStart) / 1000;
-          metrics.checkDuration.observe(seconds);
-          log.checkMs = round(seconds * 1000);
-          proceed(decision);
-        })
-        .catch((err: unknown) => {
-          // Limiter.check returns store failures as decisions; reaching here is a bug. Answer anyway.
-          logger.error({ err, request_id: log.requestId }, "limit check failed unexpectedly");
-          proceed({
-            kind: "degraded",
-            reason: "connection",
-            policy: route.onFailure === "closed" ? "closed" : "open",
-            error: err as Error,
-          });
-        });
+        .then(
+          (decision) =>
+            guarded(rt, res, log, () => {
+              const seconds = (performance.now() - checkStart) / 1000;
+              metrics.checkDuration.observe(seconds);
+              log.checkMs = round(seconds * 1000);
+              proceed(decision);
+            }),
+          (err: unknown) =>
+            guarded(rt, res, log, () => {
+              // Limiter.check returns store failures as decisions; reaching here is a bug.
+              // Answer anyway.
+              logger.error({ err, request_id: log.requestId }, "limit check failed unexpectedly");
+              proceed({
+                kind: "degraded",
+                reason: "connection",
+                policy: route.onFailure === "closed" ? "closed" : "open",
+                error: err as Error,
+              });
+            }),
+        );
     };
 
     const identifying = identifyCaller(req.headers, ipKeyFor(ip, peer, rt.identity.ipv6Prefix), rt);
