@@ -108,10 +108,14 @@ export function createStore(rt: Runtime, logger: Logger, metrics: Metrics): Stor
       windowMs: b.window,
       cooldownMs: b.cooldown,
     },
-    (state) => {
-      metrics.breakerState.set(state);
+    ({ shard, state, overall }) => {
+      metrics.breakerState.set(overall);
       const label = state === 2 ? "open" : state === 1 ? "half-open" : "closed";
-      logger[state === 2 ? "warn" : "info"]({ breaker: label }, `limit store breaker ${label}`);
+      // A shard is a cluster master's address; a single Redis has one breaker and no shard.
+      logger[state === 2 ? "warn" : "info"](
+        shard ? { breaker: label, shard } : { breaker: label },
+        `limit store breaker ${label}${shard ? ` for shard ${shard}` : ""}`,
+      );
     },
   );
 }

@@ -210,7 +210,7 @@ export const configSchema = z
           cooldown: duration().default(5000).describe("how long it stays open before one trial check"),
         })
         .prefault({})
-        .describe("the circuit breaker around the store"),
+        .describe("the circuit breaker around the store (one per master in a Redis Cluster)"),
     }),
     upstreams: z.record(z.string(), upstream),
     identity: z

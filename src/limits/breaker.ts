@@ -2,6 +2,8 @@
 // is not asked at all for `cooldown`: every request gets the failure policy at once instead of
 // waiting out a timeout. Then one probe is let through (half-open); its success closes the
 // breaker. A denial is a decision, not a failure, so it never counts against the store.
+// In a Redis Cluster each master has a breaker of its own: a lost shard opens its breaker
+// only, and the callers of the other shards keep their exact limits.
 import CircuitBreaker from "opossum";
 import type { LimitCheck, StoreDecision } from "./spec.js";
 import type { ChargedLimit, Denial, DenialBatch, DenialRecord, Lease, Store } from "./store.js";
@@ -33,21 +35,50 @@ export class BreakerOpenError extends Error {
   }
 }
 
+/** A transition of one shard's breaker ("" on a single store), and the state it leaves overall. */
+export interface BreakerChange {
+  shard: string;
+  state: BreakerState;
+  /** The worst state over all shards: what tollgate_breaker_state reports. */
+  overall: BreakerState;
+}
+
+type StoreBreaker = CircuitBreaker<
+  [readonly LimitCheck[], number | undefined, DenialRecord | undefined],
+  StoreDecision
+>;
+
+interface Shard {
+  breaker: StoreBreaker;
+  state: BreakerState;
+}
+
+/**
+ * Breakers of shards no longer seen (a failover or resharding renamed the master) are dropped,
+ * closed ones first, once there are this many.
+ */
+const MAX_SHARDS = 64;
+
 export class BreakerStore implements Store {
   readonly kind: Store["kind"];
-  private readonly breaker: CircuitBreaker<
-    [readonly LimitCheck[], number | undefined, DenialRecord | undefined],
-    StoreDecision
-  >;
-  private stateValue: BreakerState = 0;
+  /** One breaker per shard of the store (one in all on a single Redis). */
+  private readonly shards = new Map<string, Shard>();
+  private overall: BreakerState = 0;
 
   constructor(
     private readonly inner: Store,
-    options: BreakerOptions,
-    onState: (state: BreakerState) => void = () => {},
+    private readonly options: BreakerOptions,
+    private readonly onChange: (change: BreakerChange) => void = () => {},
   ) {
     this.kind = inner.kind;
-    this.breaker = new CircuitBreaker(
+  }
+
+  private shard(name: string): Shard {
+    const existing = this.shards.get(name);
+    if (existing) return existing;
+    if (this.shards.size >= MAX_SHARDS) this.forgetOneShard();
+    const { inner, options } = this;
+    const breaker: StoreBreaker = new CircuitBreaker(
       (checks: readonly LimitCheck[], nowMs: number | undefined, record: DenialRecord | undefined) =>
         inner.check(checks, nowMs, record),
       {
@@ -65,28 +96,59 @@ export class BreakerStore implements Store {
         enableSnapshots: false,
       },
     );
+    const shard: Shard = { breaker, state: 0 };
     const set = (state: BreakerState) => {
-      this.stateValue = state;
-      onState(state);
+      shard.state = state;
+      let overall: BreakerState = 0;
+      for (const s of this.shards.values()) if (s.state > overall) overall = s.state;
+      this.overall = overall;
+      this.onChange({ shard: name, state, overall });
     };
-    this.breaker.on("open", () => set(2));
-    this.breaker.on("halfOpen", () => set(1));
-    this.breaker.on("close", () => set(0));
+    breaker.on("open", () => set(2));
+    breaker.on("halfOpen", () => set(1));
+    breaker.on("close", () => set(0));
+    this.shards.set(name, shard);
+    return shard;
   }
 
+  private forgetOneShard(): void {
+    let victim: string | undefined;
+    for (const [name, s] of this.shards) {
+      if (s.state === 0) {
+        victim = name;
+        break;
+      }
+      victim ??= name;
+    }
+    if (victim === undefined) return;
+    this.shards.get(victim)!.breaker.shutdown();
+    this.shards.delete(victim);
+  }
+
+  /** The worst state over all shards (0 while none has failed). */
   get state(): BreakerState {
-    return this.stateValue;
+    return this.overall;
+  }
+
+  /** The state of the breaker that guards these checks. */
+  stateFor(checks: readonly LimitCheck[]): BreakerState {
+    return this.shards.get(this.inner.shardOf?.(checks) ?? "")?.state ?? 0;
+  }
+
+  shardOf(checks: readonly LimitCheck[]): string {
+    return this.inner.shardOf?.(checks) ?? "";
   }
 
   check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision> {
-    return this.breaker.fire(checks, nowMs, record).catch((err: unknown) => {
+    const { breaker } = this.shard(this.inner.shardOf?.(checks) ?? "");
+    return breaker.fire(checks, nowMs, record).catch((err: unknown) => {
       throw (err as { code?: string }).code === "EOPENBREAKER" ? new BreakerOpenError() : err;
     });
   }
 
   /** A post-charge is bookkeeping after the fact: not counted by the breaker, but refused while it is open. */
   charge(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
-    if (this.stateValue === 2) return Promise.reject(new BreakerOpenError());
+    if (this.stateFor(checks) === 2) return Promise.reject(new BreakerOpenError());
     return this.inner.charge(checks, nowMs);
   }
 
@@ -120,9 +182,13 @@ export class BreakerStore implements Store {
     return this.inner.reset(keys);
   }
 
-  /** Bookkeeping like a post-charge: refused while the breaker is open (it is retried later). */
+  /**
+   * Bookkeeping like a post-charge: refused while every breaker is open (the records of many
+   * callers go out together, and they are advisory: a shard that fails drops its part).
+   */
   recordDenials(batch: readonly DenialBatch[]): Promise<void> {
-    if (this.stateValue === 2) return Promise.reject(new BreakerOpenError());
+    if (this.shards.size > 0 && [...this.shards.values()].every((s) => s.state === 2))
+      return Promise.reject(new BreakerOpenError());
     return this.inner.recordDenials(batch);
   }
 
@@ -139,7 +205,7 @@ export class BreakerStore implements Store {
   }
 
   async close(): Promise<void> {
-    this.breaker.shutdown();
+    for (const s of this.shards.values()) s.breaker.shutdown();
     await this.inner.close();
   }
 }

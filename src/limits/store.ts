@@ -69,6 +69,12 @@ export interface Store {
    */
   check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision>;
   /**
+   * The server that decides these checks, for a store spread over several (a Redis Cluster
+   * master, "host:port"); absent or "" when one server decides everything. The circuit breaker
+   * keeps one state per shard, so a lost shard never fails the callers of the others.
+   */
+  shardOf?(checks: readonly LimitCheck[]): string;
+  /**
    * Debits `cost` units from every limit whatever is left (post-charge); a limit may go into
    * debt. Rejects when the store cannot answer.
    */

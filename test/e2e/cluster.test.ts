@@ -89,19 +89,41 @@ describe("a 3-master cluster behind two gateway instances", () => {
       await Promise.all(ids("d").map(async (id) => [id, await cluster.portOf(keyOf(id))] as const)),
     );
     const counts = cluster.ports.map((port) => [...shardOf.values()].filter((p) => p === port).length);
-    // The shard with the fewest of these callers (but some), so most checks still succeed.
-    const victim = cluster.ports
-      .filter((_, i) => counts[i]! > 0)
-      .sort((x, y) => counts[cluster.ports.indexOf(x)]! - counts[cluster.ports.indexOf(y)]!)[0]!;
+    // The shard with the most of these callers: most checks now fail.
+    const victim = cluster.ports[counts.indexOf(Math.max(...counts))]!;
+    const dead = ids("d").filter((id) => shardOf.get(id) === victim);
     await cluster.kill(victim);
 
+    // Traffic for the dead shard alone opens its breaker on both gateways, once its failures
+    // outweigh the successes of the earlier tests still in the window (error_rate 50 %)…
+    const breakerState = async (g: GatewayProcess) =>
+      (await (await fetch(`${g.adminUrl}/metrics`)).text()).match(/^tollgate_breaker_state (\d)$/m)?.[1];
+    for (let round = 0; round < 40; round++) {
+      const statuses = await Promise.all(
+        Array.from({ length: 100 }, (_, i) => hit(i, dead[i % dead.length]!).then((r) => r.status)),
+      );
+      expect(statuses.every((s) => s === 503)).toBe(true);
+      if ((await breakerState(a)) === "2" && (await breakerState(b)) === "2") break;
+    }
+    expect(await breakerState(a)).toBe("2");
+    expect(await breakerState(b)).toBe("2");
+    expect(
+      [...a.lines, ...b.lines].some(
+        (l) =>
+          l.msg === `limit store breaker open for shard 127.0.0.1:${victim}` &&
+          l.shard === `127.0.0.1:${victim}`,
+      ),
+    ).toBe(true);
+
+    // …and only its own: a breaker over the whole store would now answer everyone 503.
     const replies = await Promise.all(
       ids("d").flatMap((id) =>
-        Array.from({ length: 15 }, (_, i) => hit(i, id).then((r) => [id, r.status] as const)),
+        Array.from({ length: 15 }, (_, i) => hit(i, id).then((r) => [id, r.status, r.headers] as const)),
       ),
     );
     for (const id of ids("d")) {
-      const statuses = replies.filter(([who]) => who === id).map(([, s]) => s);
+      const mine = replies.filter(([who]) => who === id);
+      const statuses = mine.map(([, s]) => s);
       if (shardOf.get(id) === victim) {
         expect(
           statuses.every((s) => s === 503),
@@ -116,6 +138,7 @@ describe("a 3-master cluster behind two gateway instances", () => {
           statuses.filter((s) => s === 429),
           `${id} on a live shard`,
         ).toHaveLength(5);
+        expect(mine.every(([, , h]) => h["x-ratelimit-degraded"] === undefined)).toBe(true);
       }
     }
   });

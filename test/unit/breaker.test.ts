@@ -72,7 +72,7 @@ describe("BreakerStore", () => {
     const breaker = new BreakerStore(
       inner,
       { errorRate: 0.5, minRequests: 5, windowMs: 10_000, cooldownMs: 150 },
-      (s) => states.push(s),
+      (c) => states.push(c.overall),
     );
     inner.failing = true;
     for (let i = 0; i < 5; i++) await expect(breaker.check(CHECKS)).rejects.toThrow("Connection is closed.");
@@ -91,6 +91,55 @@ describe("BreakerStore", () => {
     await breaker.check(CHECKS); // the probe
     expect(breaker.state).toBe(0);
     expect(states).toEqual([2, 1, 0]);
+    await breaker.close();
+  });
+});
+
+/** Two shards by key prefix ("a:" and "b:"); either can be made to fail. */
+class ShardedStore extends ScriptedStore {
+  readonly failingShards = new Set<string>();
+  readonly callsByShard = new Map<string, number>();
+  shardOf(checks: readonly LimitCheck[]): string {
+    return checks[0]!.key.slice(0, 1);
+  }
+  override async check(checks: readonly LimitCheck[]): Promise<StoreDecision> {
+    const shard = this.shardOf(checks);
+    this.callsByShard.set(shard, (this.callsByShard.get(shard) ?? 0) + 1);
+    if (this.failingShards.has(shard)) throw new Error("Connection is closed.");
+    return { allowed: true, outcomes: [{ allowed: true, remaining: 5, resetMs: 1000, retryAfterMs: 0 }] };
+  }
+}
+
+const on = (key: string): LimitCheck[] => [{ ...CHECKS[0]!, key }];
+
+describe("BreakerStore over a sharded store (Redis Cluster)", () => {
+  it("a failing shard opens its own breaker; the other shard keeps being asked and answered", async () => {
+    const inner = new ShardedStore();
+    const changes: { shard: string; state: number; overall: number }[] = [];
+    const breaker = new BreakerStore(
+      inner,
+      { errorRate: 0.5, minRequests: 5, windowMs: 10_000, cooldownMs: 10_000 },
+      (c) => changes.push(c),
+    );
+    inner.failingShards.add("a");
+    // Mostly traffic for the failing shard: one breaker over both would see 80 % errors.
+    for (let i = 0; i < 20; i++) {
+      await breaker.check(on(`a:${i}`)).catch(() => {});
+      if (i % 4 === 0) expect((await breaker.check(on(`b:${i}`))).allowed).toBe(true);
+    }
+    expect(changes).toEqual([{ shard: "a", state: 2, overall: 2 }]);
+    expect(breaker.state).toBe(2);
+    expect(breaker.stateFor(on("a:x"))).toBe(2);
+    expect(breaker.stateFor(on("b:x"))).toBe(0);
+
+    const aCalls = inner.callsByShard.get("a");
+    const refused = await breaker.check(on("a:late")).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(BreakerOpenError);
+    expect(inner.callsByShard.get("a")).toBe(aCalls);
+    expect((await breaker.check(on("b:late"))).allowed).toBe(true);
+    // A post-charge on the healthy shard goes through; on the open one it is refused.
+    await expect(breaker.charge(on("b:x"))).resolves.toEqual([]);
+    await expect(breaker.charge(on("a:x"))).rejects.toBeInstanceOf(BreakerOpenError);
     await breaker.close();
   });
 });

@@ -167,6 +167,13 @@ export class RedisStore implements Store {
     return groups;
   }
 
+  /** The master serving the slot of the first key, in a cluster; "" for a single Redis. */
+  shardOf(checks: readonly LimitCheck[]): string {
+    if (!this.clustered || checks.length === 0) return "";
+    // Before the slot map is known every check shares one state, as on a single Redis.
+    return (this.client as Cluster).slots[this.slotOf(checks[0]!.key)]?.[0] ?? "";
+  }
+
   /** The slot of a key (0 for a single Redis: everything batches together). */
   private slotOf(key: string): number {
     return this.clustered ? calculateSlot(key) : 0;
