@@ -1,6 +1,7 @@
 // The same behavioural suite against a real 3-master Redis Cluster the test starts, plus what
 // only a cluster has: scripts reaching every node (NOSCRIPT after a flush), keys spread over
-// all shards, checks of different callers batched per slot.
+// all shards, checks of different callers batched per slot, a slot migrating (ASK, MOVED).
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TokenBucketSpec } from "../../src/limits/spec.js";
 import { RedisStore } from "../../src/limits/stores/redis.js";
@@ -56,6 +57,58 @@ describe("Redis Cluster specifics", () => {
     expect((await store.check([{ key, spec, cost: 1 }])).outcomes[0]!.remaining).toBe(1);
     await store.charge([{ key, spec, cost: 1 }]);
     expect((await store.peek([{ key, spec, cost: 0 }]))[0]!.remaining).toBe(0);
+  });
+
+  it("follows ASK while a caller's slot migrates and MOVED once it moved, and stays exact", async () => {
+    const store = await newStore();
+    const five: TokenBucketSpec = { ...spec, burst: 5 };
+    const key = freshKey("moving");
+    const take = () => store.check([{ key, spec: five, cost: 1 }]);
+    for (let i = 0; i < 3; i++) expect((await take()).allowed).toBe(true);
+
+    const from = await cluster.portOf(key);
+    const to = cluster.ports.find((p) => p !== from)!;
+    const slot = Number(await cluster.client.cluster("KEYSLOT", key));
+    const nodes = new Map(cluster.ports.map((port) => [port, new Redis({ port, lazyConnect: false })]));
+    try {
+      const idOf = async (port: number) => String(await nodes.get(port)!.cluster("MYID"));
+      const [fromId, toId] = [await idOf(from), await idOf(to)];
+      // The steps of `redis-cli --cluster reshard` for one slot, stopped half-way.
+      await nodes.get(to)!.cluster("SETSLOT", slot, "IMPORTING", fromId);
+      await nodes.get(from)!.cluster("SETSLOT", slot, "MIGRATING", toId);
+      expect(await nodes.get(from)!.migrate("127.0.0.1", to, key, 0, 5000)).toBe("OK");
+
+      // The source no longer has the key and answers ASK: the check is asked of the target.
+      await expect(nodes.get(from)!.get(key)).rejects.toThrow(/^ASK /);
+      const during = await take();
+      expect(during.allowed).toBe(true);
+      expect(during.outcomes[0]!.remaining).toBe(1);
+      // A check that also names the caller's denial log (as the gateway's do) has one key on
+      // the target and one nowhere yet: Redis answers TRYAGAIN until the slot has moved, and
+      // ioredis retries it within the store's deadline.
+      const record = { logKey: key.replace(/:[^:]*$/, ":denials"), topKey: "t", text: "client:x\tr\tc.tb" };
+      const retried = store.check([{ key, spec: five, cost: 1 }], undefined, record);
+      let settled = false;
+      void retried.finally(() => {
+        settled = true;
+      });
+      await new Promise((r) => setTimeout(r, 150));
+      expect(settled).toBe(false);
+
+      for (const port of [to, from, ...cluster.ports.filter((p) => p !== to && p !== from)]) {
+        await nodes.get(port)!.cluster("SETSLOT", slot, "NODE", toId);
+      }
+      const afterTryAgain = await retried;
+      expect(afterTryAgain.allowed).toBe(true);
+      expect(afterTryAgain.outcomes[0]!.remaining).toBe(0);
+      // The store's slot map still names the source, which now answers MOVED.
+      await expect(nodes.get(from)!.get(key)).rejects.toThrow(/^MOVED /);
+      expect((await take()).allowed).toBe(false);
+      // The per-master breaker follows the slot to its new master.
+      expect(store.shardOf([{ key, spec: five, cost: 1 }])).toBe(`127.0.0.1:${to}`);
+    } finally {
+      for (const node of nodes.values()) node.disconnect();
+    }
   });
 
   it("a request whose limits sit under two hash tags is decided slot by slot", async () => {

@@ -151,6 +151,28 @@ describe("RedisStore specifics", () => {
     expect(performance.now() - started).toBeLessThan(100);
   });
 
+  it("a reply that arrives while the event loop lags past the deadline still counts", async () => {
+    const store = new RedisStore({ url: redis.url, timeoutMs: 50 });
+    stores.push(store);
+    expect(await store.waitUntilReady(5000)).toBe(true);
+    const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 5, intervalMs: 60_000 };
+    const key = freshKey("lag");
+    // The loop is busy for three deadlines right after the call is written; Redis answers in
+    // the meantime. Timers run before socket reads: the reply must still win.
+    const lag = async () => {
+      await new Promise((r) => setImmediate(r));
+      const until = performance.now() + 150;
+      while (performance.now() < until) {}
+    };
+    const check = store.check([{ key, spec, cost: 1 }]);
+    await lag();
+    expect((await check).allowed).toBe(true);
+    // The same for the calls bounded by withDeadline (the admin API's read).
+    const peek = store.peek([{ key, spec, cost: 0 }]);
+    await lag();
+    expect((await peek)[0]!.remaining).toBe(4);
+  });
+
   it("refuses a malformed script reply rather than allowing", () => {
     expect(() => parseCheckReply([1, 1, 9, 100], [1])).toThrow(/unexpected reply/);
     expect(() => parseCheckReply("OK", [1])).toThrow(/unexpected reply/);

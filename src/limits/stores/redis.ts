@@ -6,7 +6,7 @@
 // Reconnection happens in the background with a capped backoff.
 import calculateSlot from "cluster-key-slot";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
-import { withDeadline } from "../../deadline.js";
+import { afterDeadline, withDeadline } from "../../deadline.js";
 import { ALGORITHMS, scriptCostArg } from "../algorithms.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../spec.js";
 import {
@@ -97,7 +97,10 @@ export class RedisStore implements Store {
       autoPipeliningIgnoredCommands: ["tollgateCheck"],
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
-      commandTimeout: options.timeoutMs,
+      // The store's own deadlines decide (they are judged after the replies already read, see
+      // deadline.ts); ioredis' timer, which fires before them, only reclaims commands a hung
+      // Redis never answers.
+      commandTimeout: Math.max(1000, 3 * options.timeoutMs),
       connectTimeout: Math.max(1000, options.timeoutMs * 10),
       // Reconnect forever, quickly at first, never slower than every MAX_RECONNECT_DELAY_MS.
       retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), MAX_RECONNECT_DELAY_MS),
@@ -117,6 +120,8 @@ export class RedisStore implements Store {
         enableAutoPipelining: false,
         enableOfflineQueue: false,
         // MOVED and ASK are followed by ioredis; the store's deadline bounds the whole check.
+        // While a slot migrates, a check naming a key already moved and one not yet created
+        // (the denial log) gets TRYAGAIN, which ioredis retries every 100 ms (its default).
         retryDelayOnFailover: 50,
         retryDelayOnClusterDown: 50,
         clusterRetryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), MAX_RECONNECT_DELAY_MS),
@@ -332,10 +337,10 @@ export class RedisStore implements Store {
     // ioredis starts commandTimeout only when a command is written, and a slot's next batch
     // waits for the one in flight: behind a hung Redis a check would wait up to twice the
     // timeout. The deadline therefore starts when the first request asks.
-    batch.timer = setTimeout(() => {
+    batch.timer = afterDeadline(this.timeoutMs, () => {
       this.settle(batch, new StoreTimeoutError(this.timeoutMs));
       this.land(batch);
-    }, this.timeoutMs);
+    });
     return batch;
   }
 
