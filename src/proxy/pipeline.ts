@@ -116,7 +116,8 @@ export function createPipeline(deps: PipelineDeps) {
     const problem = problemFor(code, detail);
     log.decision = decision;
     log.status = problem.status;
-    sendProblem(res, problem, { ...headers, "x-request-id": log.requestId });
+    headers["x-request-id"] = log.requestId;
+    sendProblem(res, problem, headers);
     complete(rt, log);
   };
 
@@ -524,7 +525,18 @@ export function createPipeline(deps: PipelineDeps) {
   }
 }
 
+/** A limit's description in a 429 never changes: built once per spec (specs are immutable). */
+const descriptions = new WeakMap<LimitSpec, string>();
 function describeLimit(spec: LimitSpec): string {
+  let text = descriptions.get(spec);
+  if (text === undefined) {
+    text = describeLimitText(spec);
+    descriptions.set(spec, text);
+  }
+  return text;
+}
+
+function describeLimitText(spec: LimitSpec): string {
   const over = formatDuration(Math.round(windowMs(spec)));
   switch (spec.algorithm) {
     case "token_bucket":
