@@ -99,10 +99,7 @@ export class BreakerStore implements Store {
     const shard: Shard = { breaker, state: 0 };
     const set = (state: BreakerState) => {
       shard.state = state;
-      let overall: BreakerState = 0;
-      for (const s of this.shards.values()) if (s.state > overall) overall = s.state;
-      this.overall = overall;
-      this.onChange({ shard: name, state, overall });
+      this.onChange({ shard: name, state, overall: this.recompute() });
     };
     breaker.on("open", () => set(2));
     breaker.on("halfOpen", () => set(1));
@@ -121,8 +118,17 @@ export class BreakerStore implements Store {
       victim ??= name;
     }
     if (victim === undefined) return;
-    this.shards.get(victim)!.breaker.shutdown();
+    const { breaker, state } = this.shards.get(victim)!;
+    breaker.shutdown();
     this.shards.delete(victim);
+    if (state !== 0) this.onChange({ shard: victim, state: 0, overall: this.recompute() });
+  }
+
+  private recompute(): BreakerState {
+    let overall: BreakerState = 0;
+    for (const s of this.shards.values()) if (s.state > overall) overall = s.state;
+    this.overall = overall;
+    return overall;
   }
 
   /** The worst state over all shards (0 while none has failed). */

@@ -144,6 +144,31 @@ describe("BreakerStore over a sharded store (Redis Cluster)", () => {
   });
 });
 
+describe("BreakerStore shard bookkeeping", () => {
+  it("keeps at most 64 shards, forgetting closed ones before a failing one", async () => {
+    const inner = new (class extends ShardedStore {
+      override shardOf(checks: readonly LimitCheck[]): string {
+        return checks[0]!.key.split(":")[0]!;
+      }
+    })();
+    const breaker = new BreakerStore(inner, {
+      errorRate: 0.5,
+      minRequests: 5,
+      windowMs: 10_000,
+      cooldownMs: 10_000,
+    });
+    inner.failingShards.add("down");
+    for (let i = 0; i < 5; i++) await breaker.check(on("down:x")).catch(() => {});
+    expect(breaker.stateFor(on("down:x"))).toBe(2);
+    // 70 healthy shards pass through (failovers renaming masters, say).
+    for (let i = 0; i < 70; i++) expect((await breaker.check(on(`up${i}:x`))).allowed).toBe(true);
+    expect(breaker.stateFor(on("down:x"))).toBe(2);
+    expect(breaker.state).toBe(2);
+    await expect(breaker.check(on("down:y"))).rejects.toBeInstanceOf(BreakerOpenError);
+    await breaker.close();
+  });
+});
+
 describe("store error classification", () => {
   it.each([
     [new StoreTimeoutError(100), "timeout"],
