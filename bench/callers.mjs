@@ -2,39 +2,15 @@
 // callers, each its own client IP behind a trusted proxy), to show the gateway's memory does
 // not grow with the number of callers (state lives in Redis) and what each caller costs Redis.
 // CALLERS (default 1,000,000) and CONCURRENCY (default 64) change the run; loopback only.
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { Redis } from "ioredis";
 import { Pool } from "undici";
+import { freePort, killAll, root, start, startRedis, startUpstream } from "./support.mjs";
 
 const CALLERS = Number(process.env.CALLERS ?? 1_000_000);
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 64);
-const root = new URL("..", import.meta.url).pathname;
-const children = [];
-
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-
-function start(command, args, ready) {
-  const child = spawn(command, args, { stdio: ["ignore", "pipe", "inherit"], cwd: root });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    createInterface({ input: child.stdout }).on("line", (line) => {
-      if (ready(line)) resolve(child);
-    });
-    child.on("exit", (code) => reject(new Error(`${command} exited with ${code}`)));
-  });
-}
 
 const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))[1]) / 1024;
 const usedMemory = async (redis) => Number(/used_memory:(\d+)/.exec(await redis.info("memory"))[1]);
@@ -43,16 +19,9 @@ const usedMemory = async (redis) => Number(/used_memory:(\d+)/.exec(await redis.
 const ipOf = (i) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
 
 try {
-  const redisPort = await freePort();
-  await start("redis-server", ["--port", String(redisPort), "--save", "", "--appendonly", "no"], (l) =>
-    l.includes("Ready to accept connections"),
-  );
-  const redisUrl = `redis://127.0.0.1:${redisPort}`;
+  const redisUrl = await startRedis();
   const redis = new Redis(redisUrl);
-  const upstreamPort = await freePort();
-  await start(process.execPath, [join(root, "bench/upstream.mjs"), String(upstreamPort)], (l) =>
-    l.includes("listening"),
-  );
+  const upstream = await startUpstream();
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "tollgate-callers-"));
   const config = join(dir, "gateway.yaml");
@@ -62,7 +31,7 @@ try {
 admin: { listen: 127.0.0.1:0 }
 log: { level: info, requests: false }
 store: { url: ${redisUrl}, timeout: 200ms }
-upstreams: { api: http://127.0.0.1:${upstreamPort} }
+upstreams: { api: ${upstream} }
 identity: { trusted_proxies: [127.0.0.1/32] }
 plans:
   anonymous: { global: { rate: 20/d, burst: 20 } }   # keys live for an hour: all are counted
@@ -70,8 +39,11 @@ routes:
   - { name: default, match: { path: / }, upstream: api }
 `,
   );
-  const gateway = await start(process.execPath, [join(root, "dist/cli.js"), "--config", config], (l) =>
-    l.includes("tollgate listening"),
+  const gateway = await start(
+    "tollgate",
+    process.execPath,
+    [join(root, "dist/cli.js"), "--config", config],
+    (l) => l.includes("tollgate listening"),
   );
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: CONCURRENCY });
   const one = async (i) => {
@@ -127,5 +99,5 @@ routes:
   redis.disconnect();
   process.exitCode = passed ? 0 : 1;
 } finally {
-  for (const c of children) c.kill("SIGKILL");
+  killAll();
 }

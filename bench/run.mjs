@@ -9,46 +9,27 @@
 // ratios are reported: many short rounds rather than a few long ones.
 //
 //   BENCH_SECONDS (default 4)  BENCH_ROUNDS (9)  BENCH_CONNECTIONS (64)
-import { spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { Redis } from "ioredis";
+import {
+  freePort,
+  hasWrk,
+  KEYS,
+  killAll,
+  median,
+  root,
+  start,
+  startBenchGateway,
+  startPassthrough,
+  startRedis,
+  startUpstream,
+  wrk,
+} from "./support.mjs";
 
-const root = new URL("..", import.meta.url).pathname;
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
-const KEYS = 1000;
-const children = [];
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** Starts a process and resolves once a stdout line satisfies `ready`. */
-function start(name, command, args, ready) {
-  const child = spawn(command, args, { stdio: ["ignore", "pipe", "inherit"], cwd: root });
-  children.push(child);
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 15_000);
-    createInterface({ input: child.stdout }).on("line", (line) => {
-      if (ready(line)) {
-        clearTimeout(timer);
-        resolve(child);
-      }
-    });
-    child.on("exit", (code) => reject(new Error(`${name} exited with ${code}`)));
-  });
-}
 
 /**
  * Redis 7.0 counts the commands a script runs (GET, SET, TIME) like any other, so two figures:
@@ -66,22 +47,10 @@ async function redisCommandCalls(redis) {
   return calls;
 }
 
-const hasWrk = spawnSync("wrk", ["--version"]).error === undefined;
-
 /** Drives `url` for `seconds`; `flood` sends every request as one caller past its limit. */
 async function load(url, seconds, flood = false) {
   if (hasWrk) {
-    const r = spawnSync(
-      "wrk",
-      ["-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, "-s", join(root, "bench/keys.lua"), url],
-      {
-        encoding: "utf8",
-        env: { ...process.env, BENCH_FLOOD: flood ? "1" : "0" },
-      },
-    );
-    const line = r.stdout.split("\n").find((l) => l.startsWith("BENCH "));
-    if (!line) throw new Error(`wrk failed: ${r.stderr}${r.stdout}`);
-    const j = JSON.parse(line.slice(6));
+    const j = wrk(url, seconds, CONNECTIONS, flood);
     return {
       rps: j.requests / j.seconds,
       p50: j.p50_ms,
@@ -115,69 +84,19 @@ async function load(url, seconds, flood = false) {
   };
 }
 
-function median(values) {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
-
 async function main() {
-  const tmp = mkdtempSync(join(tmpdir(), "tollgate-bench-"));
-  const redisPort = await freePort();
-  await start(
-    "redis-server",
-    "redis-server",
-    ["--port", String(redisPort), "--save", "", "--appendonly", "no"],
-    (l) => l.includes("Ready to accept connections"),
-  );
-  const redisUrl = `redis://127.0.0.1:${redisPort}`;
+  const redisUrl = await startRedis();
   const redis = new Redis(redisUrl);
   await redis.ping();
-
-  const upstreamPort = await freePort();
-  await start("upstream", process.execPath, [join(root, "bench/upstream.mjs"), String(upstreamPort)], (l) =>
-    l.includes("listening"),
-  );
-  const upstream = `http://127.0.0.1:${upstreamPort}`;
-
-  const clients = Array.from(
-    { length: KEYS },
-    (_, i) => `  - { id: bench-${i}, key: bench-key-${i}, plan: bench }`,
-  ).join("\n");
-  const gatewayConfig = (port, workers) => `listen: 127.0.0.1:${port}
-admin: { listen: 127.0.0.1:0 }
-workers: ${workers}
-log: { level: info, requests: false }
-store: { url: ${redisUrl}, timeout: 100ms, on_failure: open }
-upstreams: { api: ${upstream} }
-clients:
-${clients}
-  - { id: flood, key: flood-key, plan: flood }
-plans:
-  bench: { global: { rate: 1000000/s, burst: 1000000 } }
-  flood: { global: { rate: 1/h, burst: 10 } }
-routes:
-  - { name: default, match: { path: / }, upstream: api }
-`;
-  const config = join(tmp, "gateway.yaml");
-  const tollgatePort = await freePort();
-  writeFileSync(config, gatewayConfig(tollgatePort, 1));
-  await start("tollgate", process.execPath, [join(root, "dist/cli.js"), "--config", config], (l) =>
-    l.includes("tollgate listening"),
-  );
-  const config2 = join(tmp, "gateway-workers.yaml");
-  const workersPort = await freePort();
-  writeFileSync(config2, gatewayConfig(workersPort, 2));
-  await start("tollgate-workers", process.execPath, [join(root, "dist/cli.js"), "--config", config2], (l) =>
-    l.includes("tollgate listening"),
-  );
-
-  const passthroughPort = await freePort();
-  await start(
-    "passthrough",
-    process.execPath,
-    [join(root, "bench/passthrough.mjs"), String(passthroughPort), upstream],
-    (l) => l.includes("listening"),
-  );
+  const upstream = await startUpstream();
+  const single = await startBenchGateway({ storeUrl: redisUrl, upstream });
+  const workers = await startBenchGateway({
+    name: "tollgate-workers",
+    storeUrl: redisUrl,
+    upstream,
+    workers: 2,
+  });
+  const passthrough = await startPassthrough(upstream);
   const peerPort = await freePort();
   await start(
     "http-proxy",
@@ -191,10 +110,10 @@ routes:
   // peer–tollgate, tollgate–passthrough, passthrough–flood.
   const targets = [
     { name: "http-proxy + rate-limiter-flexible", url: `http://127.0.0.1:${peerPort}` },
-    { name: "tollgate (Redis)", url: `http://127.0.0.1:${tollgatePort}` },
-    { name: "undici passthrough", url: `http://127.0.0.1:${passthroughPort}` },
-    { name: "flood: tollgate, one caller denied", url: `http://127.0.0.1:${tollgatePort}`, flood: true },
-    { name: "tollgate (Redis, workers: 2)", url: `http://127.0.0.1:${workersPort}` },
+    { name: "tollgate (Redis)", url: single.url },
+    { name: "undici passthrough", url: passthrough.url },
+    { name: "flood: tollgate, one caller denied", url: single.url, flood: true },
+    { name: "tollgate (Redis, workers: 2)", url: workers.url },
   ];
   console.log(
     `load: ${hasWrk ? "wrk -t1" : "autocannon"}, ${CONNECTIONS} connections, ${KEYS} API keys, ${ROUNDS} rounds x ${SECONDS}s, interleaved`,
@@ -293,5 +212,5 @@ routes:
 try {
   await main();
 } finally {
-  for (const c of children) c.kill("SIGKILL");
+  killAll();
 }

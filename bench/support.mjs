@@ -1,0 +1,140 @@
+// What the bench scripts share: free ports, child processes started and killed together, a
+// private redis-server, the upstream, the gateway's bench config, the passthrough, and wrk.
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+
+export const root = new URL("..", import.meta.url).pathname;
+export const KEYS = 1000;
+
+const children = [];
+
+export function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts a process and resolves once a stdout line satisfies `ready`. */
+export function start(name, command, args, ready) {
+  const child = spawn(command, args, { stdio: ["ignore", "pipe", "inherit"], cwd: root });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 15_000);
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      if (ready(line)) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`${name} exited with ${code}`)));
+  });
+}
+
+/** Kills every process `start` started: call it in a `finally`. */
+export function killAll() {
+  for (const c of children) c.kill("SIGKILL");
+}
+
+/** A redis-server of its own that persists nothing; resolves with its URL. */
+export async function startRedis() {
+  const port = await freePort();
+  await start(
+    "redis-server",
+    "redis-server",
+    ["--port", String(port), "--save", "", "--appendonly", "no"],
+    (l) => l.includes("Ready to accept connections"),
+  );
+  return `redis://127.0.0.1:${port}`;
+}
+
+/** The upstream every target forwards to (bench/upstream.mjs); resolves with its URL. */
+export async function startUpstream() {
+  const port = await freePort();
+  await start("upstream", process.execPath, [join(root, "bench/upstream.mjs"), String(port)], (l) =>
+    l.includes("listening"),
+  );
+  return `http://127.0.0.1:${port}`;
+}
+
+/** The bare undici passthrough in front of `upstream`. */
+export async function startPassthrough(upstream) {
+  const port = await freePort();
+  const child = await start(
+    "passthrough",
+    process.execPath,
+    [join(root, "bench/passthrough.mjs"), String(port), upstream],
+    (l) => l.includes("listening"),
+  );
+  return { child, url: `http://127.0.0.1:${port}` };
+}
+
+/**
+ * A gateway (dist/cli.js) with the bench's callers: KEYS API keys on a plan that never denies
+ * (or no limit at all with `limited: false`), and `flood-key`, far past its limit after 10.
+ */
+export async function startBenchGateway({
+  name = "tollgate",
+  storeUrl,
+  upstream,
+  workers = 1,
+  limited = true,
+}) {
+  const port = await freePort();
+  const clients = Array.from(
+    { length: KEYS },
+    (_, i) => `  - { id: bench-${i}, key: bench-key-${i}, plan: bench }`,
+  );
+  const config = join(mkdtempSync(join(tmpdir(), "tollgate-bench-")), "gateway.yaml");
+  writeFileSync(
+    config,
+    `listen: 127.0.0.1:${port}
+admin: { listen: 127.0.0.1:0 }
+workers: ${workers}
+log: { level: info, requests: false }
+store: { url: ${storeUrl}, timeout: 100ms, on_failure: open }
+upstreams: { api: ${upstream} }
+clients:
+${clients.join("\n")}
+  - { id: flood, key: flood-key, plan: flood }
+plans:
+  bench: ${limited ? "{ global: { rate: 1000000/s, burst: 1000000 } }" : "{}"}
+  flood: { global: { rate: 1/h, burst: 10 } }
+routes:
+  - { name: default, match: { path: / }, upstream: api }
+`,
+  );
+  const child = await start(name, process.execPath, [join(root, "dist/cli.js"), "--config", config], (l) =>
+    l.includes("tollgate listening"),
+  );
+  return { child, url: `http://127.0.0.1:${port}` };
+}
+
+export const hasWrk = spawnSync("wrk", ["--version"]).error === undefined;
+
+/**
+ * One wrk run against `url` with bench/keys.lua (the KEYS API keys round-robin, or with `flood`
+ * every request as flood-key): its summary line, parsed.
+ */
+export function wrk(url, seconds, connections, flood = false) {
+  const r = spawnSync(
+    "wrk",
+    ["-t1", `-c${connections}`, `-d${seconds}s`, "-s", join(root, "bench/keys.lua"), url],
+    { encoding: "utf8", env: { ...process.env, BENCH_FLOOD: flood ? "1" : "0" } },
+  );
+  const line = r.stdout.split("\n").find((l) => l.startsWith("BENCH "));
+  if (!line) throw new Error(`wrk failed: ${r.stderr}${r.stdout}`);
+  return JSON.parse(line.slice(6));
+}
+
+export function median(values) {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
