@@ -138,7 +138,7 @@ export class BreakerStore implements Store {
 
   /** The state of the breaker that guards these checks. */
   stateFor(checks: readonly LimitCheck[]): BreakerState {
-    return this.shards.get(this.inner.shardOf?.(checks) ?? "")?.state ?? 0;
+    return this.shards.get(this.shardOf(checks))?.state ?? 0;
   }
 
   shardOf(checks: readonly LimitCheck[]): string {
@@ -146,7 +146,7 @@ export class BreakerStore implements Store {
   }
 
   check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision> {
-    const { breaker } = this.shard(this.inner.shardOf?.(checks) ?? "");
+    const { breaker } = this.shard(this.shardOf(checks));
     return breaker.fire(checks, nowMs, record).catch((err: unknown) => {
       throw (err as { code?: string }).code === "EOPENBREAKER" ? new BreakerOpenError() : err;
     });

@@ -183,13 +183,14 @@ export function forward(f: ForwardRequest): void {
       if (tooLarge && !res.headersSent) {
         res.off("close", onClientClose);
         // The rest of the body is never read: close the connection after the answer.
+        f.responseHeaders.connection = "close";
         sendProblem(
           res,
           problemFor(
             "body_too_large",
             `the request body is larger than ${f.maxBody} bytes, this route's max_body`,
           ),
-          { ...f.responseHeaders, connection: "close" },
+          f.responseHeaders,
         );
         finish({ status: 413 });
         return;

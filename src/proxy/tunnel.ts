@@ -123,7 +123,8 @@ export function tunnel(t: TunnelRequest): void {
     }
     const failure = classifyUpstreamError(err);
     const problem = upstreamProblem(failure, t.upstream);
-    sendProblem(t.res, problem, { ...t.responseHeaders, connection: "close" });
+    t.responseHeaders.connection = "close";
+    sendProblem(t.res, problem, t.responseHeaders);
     finish({ status: problem.status, failure });
   });
   upstreamReq.end();
