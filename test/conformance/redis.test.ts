@@ -21,15 +21,15 @@ afterAll(async () => {
   await redis.stop();
 });
 
-async function newStore(): Promise<RedisStore> {
-  const store = new RedisStore({ url: redis.url, timeoutMs: 1000 });
+async function newStore(timeoutMs = 1000): Promise<RedisStore> {
+  const store = new RedisStore({ url: redis.url, timeoutMs });
   stores.push(store);
   if (!(await store.waitUntilReady(5000))) throw new Error("test Redis not reachable");
   return store;
 }
 
 storeConformance("RedisStore", () => ({
-  store: newStore,
+  store: () => newStore(),
   pttl: async (key) => {
     const ms = await redis.client.pttl(key);
     return ms < 0 ? null : ms;
@@ -129,9 +129,7 @@ describe("RedisStore specifics", () => {
   });
 
   it("a hung reply never holds back the next batch once it is past its deadline", async () => {
-    const store = new RedisStore({ url: redis.url, timeoutMs: 150 });
-    stores.push(store);
-    expect(await store.waitUntilReady(5000)).toBe(true);
+    const store = await newStore(150);
     const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 100, intervalMs: 60_000 };
     const key = freshKey("hung");
     redis.pause();
@@ -152,9 +150,7 @@ describe("RedisStore specifics", () => {
   });
 
   it("a reply that arrives while the event loop lags past the deadline still counts", async () => {
-    const store = new RedisStore({ url: redis.url, timeoutMs: 50 });
-    stores.push(store);
-    expect(await store.waitUntilReady(5000)).toBe(true);
+    const store = await newStore(50);
     const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 5, intervalMs: 60_000 };
     const key = freshKey("lag");
     // The loop is busy for three deadlines right after the call is written; Redis answers in

@@ -2,7 +2,7 @@
 // spread over all shards, a route limit and the global limit decided together, and a lost
 // master: callers on the other shards stay exact, callers on the dead shard follow on_failure.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GatewayProcess, spawnGateway } from "../support/gateway.js";
+import { type GatewayProcess, metricValue, spawnGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
 import { type RedisClusterProcess, startRedisCluster } from "../support/redis-cluster.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
@@ -96,17 +96,16 @@ describe("a 3-master cluster behind two gateway instances", () => {
 
     // Traffic for the dead shard alone opens its breaker on both gateways, once its failures
     // outweigh the successes of the earlier tests still in the window (error_rate 50 %)…
-    const breakerState = async (g: GatewayProcess) =>
-      (await (await fetch(`${g.adminUrl}/metrics`)).text()).match(/^tollgate_breaker_state (\d)$/m)?.[1];
+    const breakerState = (g: GatewayProcess) => metricValue(g.adminUrl, /^tollgate_breaker_state (\d)$/m);
     for (let round = 0; round < 40; round++) {
       const statuses = await Promise.all(
         Array.from({ length: 100 }, (_, i) => hit(i, dead[i % dead.length]!).then((r) => r.status)),
       );
       expect(statuses.every((s) => s === 503)).toBe(true);
-      if ((await breakerState(a)) === "2" && (await breakerState(b)) === "2") break;
+      if ((await breakerState(a)) === 2 && (await breakerState(b)) === 2) break;
     }
-    expect(await breakerState(a)).toBe("2");
-    expect(await breakerState(b)).toBe("2");
+    expect(await breakerState(a)).toBe(2);
+    expect(await breakerState(b)).toBe(2);
     expect(
       [...a.lines, ...b.lines].some(
         (l) =>

@@ -2,7 +2,7 @@
 // read from the limiter's own keys), metrics, readiness when Redis dies, sustained denials and
 // shadow limits.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GatewayProcess, spawnGateway } from "../support/gateway.js";
+import { type GatewayProcess, metricValue, spawnGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
 import { type RedisProcess, startRedis } from "../support/redis.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
@@ -40,11 +40,7 @@ let upstream: TestUpstream;
 let gw: GatewayProcess;
 const admin = (path: string, method = "GET") =>
   send(gw.adminUrl, { path, method, headers: { authorization: `Bearer ${TOKEN}` } });
-const metric = async (pattern: RegExp) => {
-  const text = (await send(gw.adminUrl, { path: "/metrics" })).body;
-  const m = pattern.exec(text);
-  return m ? Number(m[1]) : Number.NaN;
-};
+const metric = (pattern: RegExp) => metricValue(gw.adminUrl, pattern);
 
 beforeAll(async () => {
   redis = await startRedis();

@@ -7,6 +7,7 @@ import { createInterface } from "node:readline";
 import { Writable } from "node:stream";
 import { createLogger } from "../../src/log.js";
 import { Gateway, type GatewayOptions } from "../../src/server.js";
+import { send } from "./http.js";
 import { type RedisProcess, startRedis } from "./redis.js";
 import { startUpstream, type TestUpstream } from "./upstream.js";
 
@@ -146,4 +147,10 @@ export async function startTwoInstances(
       await redis.stop();
     },
   };
+}
+
+/** The first capture of `pattern` in a gateway's /metrics, as a number (NaN when absent). */
+export async function metricValue(adminUrl: string, pattern: RegExp): Promise<number> {
+  const m = pattern.exec((await send(adminUrl, { path: "/metrics" })).body);
+  return m ? Number(m[1]) : Number.NaN;
 }
