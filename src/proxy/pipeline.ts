@@ -499,7 +499,12 @@ export function createPipeline(deps: PipelineDeps) {
                   // The client sees what is left after the real cost, not before it.
                   const after = chargeable.applied.map((a, i) => ({
                     spec: a.spec,
-                    outcome: { ...a.outcome, ...r.charged[i] },
+                    outcome: {
+                      allowed: a.outcome.allowed,
+                      remaining: r.charged[i]!.remaining,
+                      resetMs: r.charged[i]!.resetMs,
+                      retryAfterMs: a.outcome.retryAfterMs,
+                    },
                   }));
                   rateLimitHeaders(after, rt.headerStyles, Date.now(), responseHeaders);
                   return;
