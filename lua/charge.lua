@@ -6,14 +6,24 @@
 --
 --   KEYS[i]   state key of limit i
 --   ARGV[1]   now in ms, or "" to read the Redis clock
---   ARGV[2 + 4(i-1) ..] per limit i: algorithm code, param 1, param 2, units to debit
--- Reply: per limit, what a zero-cost check sees afterwards: remaining, reset_ms.
+--   ARGV[2]   deadline: the Redis time (ms) past which the gateway has given up on the charge
+--             (and reported it as not recorded), or "" for none; past it nothing is debited
+--   ARGV[3 + 4(i-1) ..] per limit i: algorithm code, param 1, param 2, units to debit
+-- Reply: the Redis time (ms, a "%.17g" string), 1 (charged) or 0 (past the deadline: nothing
+-- written, nothing follows), then per limit what a zero-cost check sees afterwards:
+-- remaining, reset_ms.
 
-local now = script_now(ARGV[1])
+local clock = redis_clock()
+local reply = { string.format('%.17g', clock), 1 }
+local deadline = tonumber(ARGV[2])
+if deadline ~= nil and clock > deadline then
+  reply[2] = 0
+  return reply
+end
+local now = tonumber(ARGV[1]) or clock
 
-local reply = {}
 for i = 1, #KEYS do
-  local at = 2 + (i - 1) * 4
+  local at = 3 + (i - 1) * 4
   local algorithm = tonumber(ARGV[at])
   local p1, p2, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
   local k = KEYS[i]
@@ -24,8 +34,9 @@ for i = 1, #KEYS do
     local _, pending = fixed_window_step(redis.call('GET', k), now, math.huge, p2, cost)
     fixed_window_commit(k, pending)
   elseif algorithm == 3 then
-    local _, used = sliding_window_step(k, now, math.huge, p2, cost)
-    sliding_window_commit(k, used, now, p2, cost)
+    sliding_window_step(k, now, math.huge, p2, cost)
+    -- At most `limit` members whatever the charge: Redis work and memory bounded by the limit.
+    sliding_window_commit(k, now, p2, cost, p1)
   elseif algorithm == 4 then
     local _, pending = sliding_counter_step(redis.call('GET', k), now, math.huge, p2, cost)
     fixed_window_commit(k, pending)

@@ -9,6 +9,9 @@
 --                caller's denial log, and the current top-denials bucket (left out in a Redis
 --                Cluster, where it lives in another slot and is counted apart)
 --   ARGV[1]      number of requests in the batch
+--   ARGV[2]      deadline: the Redis time (ms) past which the gateway has given up on the batch
+--                and answered its requests without it, or "" for none. Past it the script
+--                writes nothing at all (not even a denial record) and answers "expired".
 --   then per request:
 --     now in ms, or "" to read the Redis clock (TIME, read once per batch); tests pass it
 --     number of limits n
@@ -26,7 +29,10 @@
 -- A shadow limit is evaluated and reported like any other but never denies the request; it is
 -- charged only when it would have allowed.
 --
--- Reply: per request { allowed (1|0), then per limit: allowed (1|0), remaining, reset_ms,
+-- Reply: the Redis time the batch was decided at (ms, a "%.17g" string: the gateway learns the
+-- clock from it, and gives back what a reply it no longer waited for took), then 1 (decided) or
+-- 0 (past the deadline: nothing written, nothing follows), then
+--        per request { allowed (1|0), then per limit: allowed (1|0), remaining, reset_ms,
 --                      retry_after_ms when denied; when allowed, delay_ms (leaky bucket) or the
 --                      tokens taken (batched token bucket) }, concatenated.
 
@@ -56,20 +62,19 @@ local FIELDS = 4
 -- param 2, cost argument, allowed, available now, reset now, shadow.
 local PENDING = 8
 local pending = {}
-local clock = nil
-local reply = {}
-local arg = 2
+local clock = redis_clock()
+local reply = { string.format('%.17g', clock), 1 }
+local deadline = tonumber(ARGV[2])
+if deadline ~= nil and clock > deadline then
+  reply[2] = 0
+  return reply
+end
+local arg = 3
 local key = 1
 
 for _ = 1, tonumber(ARGV[1]) do
   local now = tonumber(ARGV[arg])
-  if now == nil then
-    if clock == nil then
-      local t = redis.call('TIME')
-      clock = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-    end
-    now = clock
-  end
+  if now == nil then now = clock end
   local n = tonumber(ARGV[arg + 1])
   local record_keys = tonumber(ARGV[arg + 2])
   local record = ARGV[arg + 3]
@@ -139,7 +144,7 @@ for _ = 1, tonumber(ARGV[1]) do
       elseif algorithm == 2 or algorithm == 4 then
         fixed_window_commit(k, nxt)
       elseif algorithm == 3 then
-        sliding_window_commit(k, nxt, now, window, tonumber(cost_arg))
+        sliding_window_commit(k, now, window, tonumber(cost_arg))
       else
         concurrency_commit(k, cost_arg, now, window, nxt)
       end

@@ -1,10 +1,13 @@
+-- The Redis clock in ms (microsecond precision).
+local function redis_clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+
 -- The time a script decides at: ARGV's "now" in ms when a test passes one, else the Redis clock.
 local function script_now(arg)
   local now = tonumber(arg)
-  if now == nil then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-  end
+  if now == nil then now = redis_clock() end
   return now
 end
 

@@ -26,7 +26,9 @@ local function fixed_window_commit(key, pending)
 end
 
 -- Sliding window log. State: a sorted set, one member per admitted unit, scored by its time;
--- a unit admitted at t counts while now < t + window.
+-- a unit admitted at t counts while now < t + window. Only the newest `limit` units can ever
+-- decide anything (older ones leave the window first, and `limit` units already deny), so a
+-- post-charge past the limit keeps just those: at most `limit` members, whatever was charged.
 local function sliding_window_step(key, now, limit, window, cost)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.17g', now - window))
   local used = redis.call('ZCARD', key)
@@ -51,11 +53,31 @@ local function sliding_window_step(key, now, limit, window, cost)
   return true, used, limit - used - cost, math.ceil(window), 0, avail, full_again
 end
 
-local function sliding_window_commit(key, used, now, window, cost)
+-- Members added per ZADD: bounds the arguments of one call (Lua's unpack has a stack limit).
+local SLIDING_ZADD_CHUNK = 256
+
+-- Adds `cost` units at now; with `limit` (a post-charge), at most `limit` of them, and the
+-- oldest members beyond `limit` are dropped. A check passes no limit: it never exceeds it.
+local function sliding_window_commit(key, now, window, cost, limit)
   local score = string.format('%.17g', now)
-  -- Members are unique: at one timestamp the count only grows, so "<time>:<count>" never repeats.
-  for j = 1, cost do
-    redis.call('ZADD', key, score, score .. ':' .. (used + j))
+  local add = cost
+  if limit ~= nil and add > limit then add = limit end
+  -- Members are unique: a timestamp's units are numbered after the ones it already holds
+  -- ("<time>:<n>"). Only a trim that leaves nothing but this timestamp's units can make a
+  -- number repeat, and then every unit has the same score anyway.
+  local base = redis.call('ZCOUNT', key, score, score)
+  local args = {}
+  for j = 1, add do
+    args[#args + 1] = score
+    args[#args + 1] = score .. ':' .. (base + j)
+    if #args >= 2 * SLIDING_ZADD_CHUNK or j == add then
+      redis.call('ZADD', key, unpack(args))
+      args = {}
+    end
+  end
+  if limit ~= nil then
+    local excess = redis.call('ZCARD', key) - limit
+    if excess > 0 then redis.call('ZREMRANGEBYRANK', key, 0, excess - 1) end
   end
   redis.call('PEXPIRE', key, math.ceil(window) + 1000)
 end

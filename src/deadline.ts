@@ -1,11 +1,20 @@
 // Deadlines that are judged after the I/O already received. Each turn of the event loop runs
 // its timers before it reads sockets: when the loop lags (a burst of connections, a long
-// garbage collection), a reply that arrived in time would lose to its own timer. A deadline
-// therefore fires from a timer and decides on the next check phase, after that turn's reads.
+// garbage collection), a reply that arrived in time would lose to its own timer.
+//
+// Reading once more is not enough either. A turn's poll phase asks the kernel which sockets are
+// readable once, at its start, and then runs every callback that answer named: under a burst of
+// new connections that phase alone can last hundreds of milliseconds (measured: replies read
+// 100–250 ms after Redis ran the script, with one core busy elsewhere and 1200 requests arriving
+// at two gateways), and a reply that arrived during it is seen only by the next turn's poll. So a deadline fires from a timer, waits for the
+// check phase of that turn, and decides on the check phase of the turn after: by then the
+// kernel has been asked again after the deadline had passed, and every reply that arrived before
+// it has been read. The price is one more turn before a timeout is declared, never a reply
+// thrown away that came in time.
 
 /** Calls `fire` once `ms` have passed and the I/O that arrived meanwhile has been read. */
 export function afterDeadline(ms: number, fire: () => void): NodeJS.Timeout {
-  return setTimeout(() => setImmediate(fire), ms);
+  return setTimeout(() => setImmediate(() => setImmediate(fire)), ms);
 }
 
 // A promise that rejects with `onTimeout()` unless `promise` settles within `ms`. The timer is

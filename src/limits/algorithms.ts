@@ -141,6 +141,17 @@ export function chargeStep(
   spec: Exclude<LimitSpec, ConcurrencySpec>,
   units: number,
 ): AlgorithmStep {
+  if (spec.algorithm === "sliding_window") {
+    // The log keeps only the newest `limit` units, however many are charged (as windows.lua).
+    const r = slidingWindowStep(
+      state as number[] | null,
+      nowMs,
+      unbounded(spec) as WindowSpec,
+      units,
+      spec.limit,
+    );
+    return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
+  }
   return ALGORITHMS[spec.algorithm].step(state, nowMs, unbounded(spec), units);
 }
 

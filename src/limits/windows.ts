@@ -44,14 +44,18 @@ export function fixedWindowStep(
 }
 
 /**
- * Sliding window log: the timestamps of every unit admitted in the last `windowMs`, oldest
- * first. A unit admitted at t counts while now < t + windowMs.
+ * Sliding window log: the timestamps of the units admitted in the last `windowMs`, oldest
+ * first. A unit admitted at t counts while now < t + windowMs. Only the newest `keep` (the
+ * limit) are kept: older ones leave the window first, and `limit` units already deny, so they
+ * can never decide anything. A post-charge far past the limit (which runs this step with an
+ * unbounded limit, keeping the real one) so costs memory and work bounded by the limit.
  */
 export function slidingWindowStep(
   state: readonly number[] | null,
   nowMs: number,
   spec: WindowSpec,
   cost: number,
+  keep: number = spec.limit,
 ): WindowStep<number[]> {
   const live = (state ?? []).filter((t) => t > nowMs - spec.windowMs);
   const used = live.length;
@@ -76,8 +80,9 @@ export function slidingWindowStep(
     };
     return { outcome, uncharged: outcome, next: live, ttlMs: fullAgainMs + 1000 };
   }
-  const next = [...live];
-  for (let i = 0; i < cost; i++) next.push(nowMs);
+  const added = Math.min(cost, keep);
+  const next = live.slice(Math.max(0, used + added - keep));
+  for (let i = 0; i < added; i++) next.push(nowMs);
   return {
     outcome: {
       allowed: true,

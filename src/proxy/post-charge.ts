@@ -1,12 +1,16 @@
 // The upstream's `Tollgate-Cost: N` is what the request really cost. Units beyond the route's
 // pre-charged cost are debited after the fact; a lower N is not refunded (the units were already
-// granted), and anything that is not a whole number is ignored rather than guessed at.
+// granted), and anything that is not a whole number is ignored rather than guessed at. A whole
+// number of any length is capped at MAX_POST_CHARGE: a huge cost is still a cost.
 export const MAX_POST_CHARGE = 1_000_000;
+const CAP_DIGITS = String(MAX_POST_CHARGE).length;
 
 export function extraUnits(header: string | string[] | undefined, preCharged: number): number {
   if (header === undefined) return 0;
   const text = (Array.isArray(header) ? header[0] : header)?.trim() ?? "";
-  if (!/^\d{1,7}$/.test(text)) return 0;
-  const total = Math.min(Number(text), MAX_POST_CHARGE);
+  // ASCII digits only (no sign, no exponent); leading zeros do not count towards the length.
+  if (!/^\d+$/.test(text)) return 0;
+  const digits = text.replace(/^0+(?=\d)/, "");
+  const total = digits.length > CAP_DIGITS ? MAX_POST_CHARGE : Math.min(Number(digits), MAX_POST_CHARGE);
   return Math.max(0, total - preCharged);
 }

@@ -251,6 +251,30 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       }
     });
 
+    it("post-charge of 1,000,000 on a sliding window of 100/h: blocked for exactly one window, then the full limit", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("charge-huge");
+      const spec: WindowSpec = {
+        algorithm: "sliding_window",
+        name: "c.huge",
+        limit: 100,
+        windowMs: 3_600_000,
+      };
+      expect((await store.check([{ key, spec, cost: 1 }], T0)).allowed).toBe(true);
+      expect(await store.charge([{ key, spec, cost: 1_000_000 }], T0 + 5)).toEqual([
+        { remaining: 0, resetMs: spec.windowMs },
+      ]);
+      expect((await store.check([{ key, spec, cost: 1 }], T0 + 6)).outcomes[0]).toEqual({
+        allowed: false,
+        remaining: 0,
+        resetMs: spec.windowMs - 1,
+        retryAfterMs: spec.windowMs - 1,
+      });
+      expect((await store.check([{ key, spec, cost: 1 }], T0 + 5 + spec.windowMs - 1)).allowed).toBe(false);
+      expect((await store.check([{ key, spec, cost: 100 }], T0 + 5 + spec.windowMs)).allowed).toBe(true);
+    });
+
     it("window keys expire once irrelevant", async () => {
       const h = harness();
       const key = freshKey("window-ttl");

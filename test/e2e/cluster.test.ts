@@ -131,7 +131,7 @@ describe("a 3-master cluster behind two gateway instances", () => {
       } else {
         expect(
           statuses.filter((s) => s === 200),
-          `${id} on a live shard`,
+          `${id} on a live shard: ${JSON.stringify(mine.map(([, s, h]) => [s, h["x-ratelimit-degraded"] ?? ""]))}`,
         ).toHaveLength(10);
         expect(
           statuses.filter((s) => s === 429),

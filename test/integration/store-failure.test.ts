@@ -109,9 +109,9 @@ describe("Redis paused longer than the timeout", () => {
     for (;;) {
       const after = await send(gw.url, { path: "/x", headers: { "x-api-key": "k1" } });
       if (after.headers["x-ratelimit-degraded"] === undefined) {
-        // A real decision again. It may be a 429: checks that timed out here were still queued
-        // in the paused Redis and were applied when it resumed.
-        expect([200, 429]).toContain(after.status);
+        // A real decision again, and an allowed one: the checks that timed out were still
+        // queued in the paused Redis, but past their deadline they wrote nothing (issue 13.5).
+        expect(after.status).toBe(200);
         expect(after.headers["ratelimit-limit"]).toBe("10");
         break;
       }

@@ -22,7 +22,8 @@ import {
   type Store,
   TOP_BUCKET_TTL_MS,
 } from "../store.js";
-import { CHARGE_SCRIPT, CHECK_SCRIPT, PEEK_SCRIPT, RENEW_SCRIPT } from "./scripts.js";
+import { localNow, RedisClock } from "./redis-clock.js";
+import { CHARGE_SCRIPT, CHECK_SCRIPT, PEEK_SCRIPT, REFUND_SCRIPT, RENEW_SCRIPT } from "./scripts.js";
 
 export interface RedisStoreOptions {
   /** A single Redis (redis:// or rediss://). Exactly one of url, cluster and sentinel. */
@@ -44,6 +45,8 @@ interface BatchItem {
   checks: readonly LimitCheck[];
   nowMs: number | undefined;
   record: DenialRecord | undefined;
+  /** Part of a request spread over several slots: its decision's time is kept for a give-back. */
+  crossSlot: boolean;
   resolve: (decision: StoreDecision) => void;
   reject: (err: Error) => void;
 }
@@ -56,8 +59,21 @@ interface Batch {
   /** Written to Redis, and then answered (or given up on). */
   sent: boolean;
   landed: boolean;
+  /** When the gateway gives up on the batch, on the local monotonic clock (localNow). */
+  deadline: number;
   timer: NodeJS.Timeout;
 }
+
+/** What a check took, for a give-back: its request's checks, the decision, and when it was decided. */
+interface Taken {
+  checks: readonly LimitCheck[];
+  decision: StoreDecision;
+  /** The time check.lua decided at, exactly as it used it (its clock's "%.17g", or a test's now). */
+  at: string | number;
+}
+
+/** Clocks kept per shard; a cluster has a handful of masters, renamed ones are forgotten. */
+const MAX_CLOCKS = 64;
 
 /** Bounds one EVALSHA: Redis parses arguments in one go and the script runs without yielding. */
 export const MAX_BATCH_REQUESTS = 128;
@@ -81,7 +97,12 @@ export class RedisStore implements Store {
   private readonly runCharge: CheckCommand;
   private readonly runPeek: CheckCommand;
   private readonly runRenew: CheckCommand;
+  private readonly runRefund: CheckCommand;
   private readonly timeoutMs: number;
+  /** Redis's clock per shard (a cluster's masters may disagree), learnt from script replies. */
+  private readonly clocks = new Map<string, RedisClock>();
+  /** When each part of a cross-slot request was decided, for a give-back if a later part fails. */
+  private readonly decidedAt = new WeakMap<StoreDecision, string | number>();
   private readonly open = new Map<number, Batch>();
   /** Batches sent and not yet answered, per slot. */
   private readonly inFlight = new Map<number, number>();
@@ -146,6 +167,17 @@ export class RedisStore implements Store {
       this.client = new Redis(options.url ?? "redis://127.0.0.1:6379", redisOptions);
     }
     this.client.on("error", (err: Error) => options.onError?.(err));
+    if (this.clustered) {
+      // ioredis creates a cluster's node connections lazily and queues commands on them until
+      // they are ready (whatever enableOfflineQueue says for the cluster). The first checks
+      // for each master then waited for a TCP connect and a ready check, each a turn of an
+      // event loop that a burst of requests keeps busy: 400–900 ms measured under load, past
+      // the store timeout, which counted against that master's breaker. Connecting each node
+      // as soon as the slot map names it moves that wait out of the requests' way.
+      this.client.on("+node", (node: Redis) => {
+        if (node.status === "wait") node.connect().catch(() => {});
+      });
+    }
     // defineCommand runs EVALSHA and falls back to EVAL on NOSCRIPT (a restarted or failed-over
     // Redis, or a cluster node that never ran it, has an empty script cache), so each script is
     // loaded once per server, not per call. In a cluster ioredis sends it to the node owning
@@ -158,6 +190,22 @@ export class RedisStore implements Store {
     this.runPeek = define("tollgatePeek", PEEK_SCRIPT);
     this.runCharge = define("tollgateCharge", CHARGE_SCRIPT);
     this.runRenew = define("tollgateRenew", RENEW_SCRIPT);
+    this.runRefund = define("tollgateRefund", REFUND_SCRIPT);
+  }
+
+  /** The master serving a slot, in a cluster ("" before the slot map is known, and on a single Redis). */
+  private shardOfSlot(slot: number): string {
+    return this.clustered ? ((this.client as Cluster).slots[slot]?.[0] ?? "") : "";
+  }
+
+  private clockOf(shard: string): RedisClock {
+    let clock = this.clocks.get(shard);
+    if (!clock) {
+      if (this.clocks.size >= MAX_CLOCKS) this.clocks.clear();
+      clock = new RedisClock();
+      this.clocks.set(shard, clock);
+    }
+    return clock;
   }
 
   /** The indexes of `checks` by the slot of their key, in order of first appearance. */
@@ -253,10 +301,20 @@ export class RedisStore implements Store {
   ): Promise<StoreDecision> {
     const groups = this.groupBySlot(checks);
     const outcomes: LimitOutcome[] = new Array(checks.length);
+    const taken: Taken[] = [];
     for (const [slot, indexes] of groups) {
       const part = indexes.map((i) => checks[i]!);
       const sameTag = record && this.slotOf(record.logKey) === slot ? record : undefined;
-      const decision = await this.enqueue(slot, part, nowMs, sameTag);
+      let decision: StoreDecision;
+      try {
+        decision = await this.enqueue(slot, part, nowMs, sameTag, true);
+      } catch (err) {
+        // The request is answered without the store's decision: what earlier slots took goes back.
+        for (const t of taken) this.refund([t]);
+        throw err;
+      }
+      const at = this.decidedAt.get(decision);
+      if (at !== undefined) taken.push({ checks: part, decision, at });
       indexes.forEach((i, j) => {
         outcomes[i] = decision.outcomes[j]!;
       });
@@ -276,6 +334,7 @@ export class RedisStore implements Store {
     checks: readonly LimitCheck[],
     nowMs: number | undefined,
     record: DenialRecord | undefined,
+    crossSlot = false,
   ): Promise<StoreDecision> {
     return new Promise<StoreDecision>((resolve, reject) => {
       let batch = this.open.get(slot);
@@ -285,7 +344,7 @@ export class RedisStore implements Store {
         // While a batch of this slot is in flight, the next one fills until its reply comes.
         if (!this.inFlight.has(slot)) this.scheduleFlush();
       }
-      batch.items.push({ checks, nowMs, record, resolve, reject });
+      batch.items.push({ checks, nowMs, record, crossSlot, resolve, reject });
       batch.keys += checks.length + recordKeyCount(record);
       if (batch.items.length >= MAX_BATCH_REQUESTS || batch.keys >= MAX_BATCH_KEYS) this.flush(batch);
     });
@@ -332,16 +391,35 @@ export class RedisStore implements Store {
       settled: false,
       sent: false,
       landed: false,
+      // Set when the batch is written (flush).
+      deadline: Number.POSITIVE_INFINITY,
       timer: undefined as unknown as NodeJS.Timeout,
     };
-    // ioredis starts commandTimeout only when a command is written, and a slot's next batch
-    // waits for the one in flight: behind a hung Redis a check would wait up to twice the
-    // timeout. The deadline therefore starts when the first request asks.
-    batch.timer = afterDeadline(this.timeoutMs, () => {
-      this.settle(batch, new StoreTimeoutError(this.timeoutMs));
+    return batch;
+  }
+
+  /**
+   * Gives up on a batch once the local clock has passed its deadline. A timer counts from the
+   * event loop's cached time, which may be a little behind the clock: it is re-armed until the
+   * deadline has really passed, so a script told that deadline never decides after the gateway
+   * answered without it.
+   */
+  private armDeadline(batch: Batch): void {
+    batch.timer = afterDeadline(Math.max(0, Math.ceil(batch.deadline - localNow())), () => {
+      if (batch.settled) return;
+      if (localNow() < batch.deadline) {
+        this.armDeadline(batch);
+        return;
+      }
+      const err = new StoreTimeoutError(this.timeoutMs);
+      this.settle(batch, err);
+      // The batch that filled behind it is not sent: the store has just failed to answer
+      // within the timeout, and its requests, all asked after this batch was written, have
+      // waited part of it already. Answering them now keeps every check within the timeout.
+      const queued = this.open.get(batch.slot);
+      if (queued && !queued.sent) this.settle(queued, err);
       this.land(batch);
     });
-    return batch;
   }
 
   private flush(batch: Batch): void {
@@ -350,6 +428,13 @@ export class RedisStore implements Store {
     if (batch.settled) return;
     this.inFlight.set(batch.slot, (this.inFlight.get(batch.slot) ?? 0) + 1);
     batch.sent = true;
+    // The deadline counts from the write, not from the first request's ask: the time a check
+    // spends before its batch is written is this process's own (the rest of a busy event-loop
+    // turn, or the reply ahead of it read late), and counting it made a loaded gateway declare
+    // a healthy store timed out and open its breaker (issue 20.7). A batch waiting behind one
+    // in flight is bounded by that one's deadline (see armDeadline).
+    batch.deadline = localNow() + this.timeoutMs;
+    this.armDeadline(batch);
     const land = () => this.land(batch);
     const args: (string | number)[] = [];
     for (const item of batch.items) {
@@ -359,7 +444,13 @@ export class RedisStore implements Store {
         if (item.record.topKey) args.push(item.record.topKey);
       }
     }
-    args.push(batch.items.length);
+    // The deadline in Redis's clock: past it the script writes nothing and answers "expired", so
+    // a check the gateway answered without the store consumes nothing when Redis runs it late.
+    // Before the shard's clock is known (its first reply) there is none; a late reply is then
+    // given back instead.
+    const clock = this.clockOf(this.shardOfSlot(batch.slot));
+    const deadline = clock.toRedis(batch.deadline);
+    args.push(batch.items.length, deadline === undefined ? "" : deadline);
     for (const item of batch.items) {
       args.push(
         item.nowMs === undefined ? "" : item.nowMs,
@@ -369,14 +460,20 @@ export class RedisStore implements Store {
       );
       pushLimitArgs(args, item.checks, true);
     }
+    const sentAt = localNow();
     this.runCheck(batch.keys, ...args).then(
       (reply) => {
+        const receivedAt = localNow();
         land();
-        if (batch.settled) return;
+        let header: ScriptHeader;
         let decisions: StoreDecision[];
         try {
+          header = parseScriptHeader(reply);
+          clock.sample(header.redisMs, sentAt, receivedAt);
+          // Past its deadline: nothing was written. Late or not, the requests have no decision.
+          if (header.expired) throw new StoreTimeoutError(this.timeoutMs);
           decisions = parseCheckReply(
-            reply,
+            header.body,
             batch.items.map((i) => i.checks.length),
             batch.items.map((i) => i.checks.map((c) => c.batch !== undefined)),
           );
@@ -384,9 +481,24 @@ export class RedisStore implements Store {
           this.settle(batch, err as Error);
           return;
         }
+        if (batch.settled) {
+          // Decided after the gateway answered these requests without it: give back what it took.
+          this.refund(
+            batch.items.map((item, i) => ({
+              checks: item.checks,
+              decision: decisions[i]!,
+              at: item.nowMs ?? header.clock,
+            })),
+          );
+          return;
+        }
         batch.settled = true;
         clearTimeout(batch.timer);
-        for (let i = 0; i < batch.items.length; i++) batch.items[i]!.resolve(decisions[i]!);
+        for (let i = 0; i < batch.items.length; i++) {
+          const item = batch.items[i]!;
+          if (item.crossSlot) this.decidedAt.set(decisions[i]!, item.nowMs ?? header.clock);
+          item.resolve(decisions[i]!);
+        }
       },
       (err: unknown) => {
         land();
@@ -404,14 +516,63 @@ export class RedisStore implements Store {
     for (const item of batch.items) item.reject(err);
   }
 
-  /** Post-charges are rare (one per response carrying Tollgate-Cost): not coalesced. */
+  /**
+   * Gives back, best effort, what allowed requests took (their units, their leases) when the
+   * gateway answered them without the store's decision. One script call: the checks of `taken`
+   * share a slot. A give-back that fails leaves the units to their window and the leases to
+   * their expiry, as before.
+   */
+  private refund(taken: readonly Taken[]): void {
+    const keys: string[] = [];
+    const args: (string | number)[] = [];
+    for (const t of taken) {
+      if (!t.decision.allowed) continue;
+      t.checks.forEach((c, i) => {
+        const outcome = t.decision.outcomes[i];
+        // A shadow limit that would have denied took nothing.
+        if (!outcome?.allowed) return;
+        let units: string | number;
+        if (c.spec.algorithm === "concurrency") {
+          if (c.leaseId === undefined) return;
+          units = c.leaseId;
+        } else {
+          units = c.batch === undefined ? c.cost : (outcome.taken ?? c.cost);
+          if (!(units > 0)) return;
+        }
+        const algorithm = ALGORITHMS[c.spec.algorithm];
+        const [p1, p2] = algorithm.scriptParams(c.spec);
+        keys.push(c.key);
+        args.push(t.at, algorithm.code, p1, p2, units);
+      });
+    }
+    if (keys.length === 0) return;
+    this.runRefund(keys.length, ...keys, ...args).catch(() => {});
+  }
+
+  /**
+   * Post-charges are rare (one per response carrying Tollgate-Cost): not coalesced. Like a
+   * check, the script is given the deadline: a charge reported as not recorded was not.
+   */
   charge(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
-    return this.perSlot(checks, (part) => {
-      const args: (string | number)[] = part.map((c) => c.key);
-      args.push(nowMs === undefined ? "" : nowMs);
-      pushLimitArgs(args, part);
-      return this.runCharge(part.length, ...args).then((reply) => parseChargeReply(reply, part.length));
-    });
+    const deadline = localNow() + this.timeoutMs;
+    return this.perSlot(
+      checks,
+      (part) => {
+        const clock = this.clockOf(this.shardOfSlot(this.slotOf(part[0]!.key)));
+        const redisDeadline = clock.toRedis(deadline);
+        const args: (string | number)[] = part.map((c) => c.key);
+        args.push(nowMs === undefined ? "" : nowMs, redisDeadline === undefined ? "" : redisDeadline);
+        pushLimitArgs(args, part);
+        const sentAt = localNow();
+        return this.runCharge(part.length, ...args).then((reply) => {
+          const header = parseScriptHeader(reply);
+          clock.sample(header.redisMs, sentAt, localNow());
+          if (header.expired) throw new StoreTimeoutError(this.timeoutMs);
+          return parseChargeReply(header.body, part.length);
+        });
+      },
+      deadline,
+    );
   }
 
   /**
@@ -422,10 +583,12 @@ export class RedisStore implements Store {
   private perSlot(
     checks: readonly LimitCheck[],
     run: (part: LimitCheck[]) => Promise<ChargedLimit[]>,
+    deadline = localNow() + this.timeoutMs,
   ): Promise<ChargedLimit[]> {
     const groups = this.groupBySlot(checks);
     const out: ChargedLimit[] = new Array(checks.length);
-    return this.bounded(
+    return this.boundedUntil(
+      deadline,
       Promise.all(
         [...groups.values()].map((indexes) =>
           run(indexes.map((i) => checks[i]!)).then((results) => {
@@ -524,6 +687,33 @@ export class RedisStore implements Store {
     return withDeadline(work, this.timeoutMs, () => new StoreTimeoutError(this.timeoutMs));
   }
 
+  /**
+   * `work`, or a StoreTimeoutError once the local clock has passed `deadline` (re-armed like a
+   * batch's, so never before it: a script given that deadline has given up by then).
+   */
+  private boundedUntil<T>(deadline: number, work: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let timer: NodeJS.Timeout;
+      const arm = () => {
+        timer = afterDeadline(Math.max(0, Math.ceil(deadline - localNow())), () => {
+          if (localNow() < deadline) arm();
+          else reject(new StoreTimeoutError(this.timeoutMs));
+        });
+      };
+      arm();
+      work.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
+  }
+
   async ping(): Promise<void> {
     await this.client.ping();
   }
@@ -538,17 +728,29 @@ export class RedisStore implements Store {
    * a Redis that is down.
    */
   async waitUntilReady(timeoutMs: number): Promise<boolean> {
-    if (this.isConnected()) return true;
-    return new Promise((resolve) => {
-      const done = (ready: boolean) => {
-        clearTimeout(timer);
-        this.client.off("ready", onReady);
-        resolve(ready);
-      };
-      const onReady = () => done(true);
-      const timer = setTimeout(() => done(false), timeoutMs);
-      this.client.once("ready", onReady);
-    });
+    const until = Date.now() + timeoutMs;
+    const ready =
+      this.isConnected() ||
+      (await new Promise<boolean>((resolve) => {
+        const done = (ok: boolean) => {
+          clearTimeout(timer);
+          this.client.off("ready", onReady);
+          resolve(ok);
+        };
+        const onReady = () => done(true);
+        const timer = setTimeout(() => done(false), timeoutMs);
+        this.client.once("ready", onReady);
+      }));
+    if (!ready || !this.clustered) return ready;
+    // A cluster is "ready" once the slot map is known; its masters are connected apart (see
+    // the constructor). Wait for them too, within what is left, so that the first requests do
+    // not pay for it; a master that does not come up in time is the breaker's business.
+    const masters = (this.client as Cluster).nodes("master");
+    await Promise.race([
+      Promise.all(masters.map((node) => node.ping().catch(() => undefined))),
+      new Promise((r) => setTimeout(r, Math.max(0, until - Date.now())).unref()),
+    ]);
+    return true;
   }
 
   async close(): Promise<void> {
@@ -593,7 +795,29 @@ export class StoreReplyError extends Error {
   }
 }
 
-/** charge.lua's reply: per limit, remaining and reset_ms after the debit. */
+/** What check.lua and charge.lua reply first: the Redis time they read, and whether they ran. */
+export interface ScriptHeader {
+  /** Redis's clock as the script used it ("%.17g" ms). */
+  clock: string;
+  redisMs: number;
+  /** Past the deadline it was given: the script wrote nothing. */
+  expired: boolean;
+  /** The rest of the reply. */
+  body: unknown[];
+}
+
+export function parseScriptHeader(reply: unknown): ScriptHeader {
+  if (!Array.isArray(reply) || reply.length < 2 || typeof reply[0] !== "string") {
+    throw new StoreReplyError("expected the Redis time first");
+  }
+  const redisMs = Number(reply[0]);
+  if (!Number.isFinite(redisMs) || (reply[1] !== 0 && reply[1] !== 1)) {
+    throw new StoreReplyError("expected the Redis time and 1 or 0 first");
+  }
+  return { clock: reply[0], redisMs, expired: reply[1] === 0, body: reply.slice(2) };
+}
+
+/** charge.lua's reply after its header: per limit, remaining and reset_ms after the debit. */
 export function parseChargeReply(reply: unknown, limits: number): ChargedLimit[] {
   if (!Array.isArray(reply) || reply.length !== limits * 2 || reply.some((v) => typeof v !== "number")) {
     throw new StoreReplyError(`expected ${limits * 2} integers from charge.lua`);

@@ -29,3 +29,6 @@ export const PEEK_SCRIPT = composeScript([...ALGORITHM_PARTS, "peek.lua"]);
 
 /** Extends the concurrency leases of requests still in flight. */
 export const RENEW_SCRIPT = composeScript([...ALGORITHM_PARTS, "renew.lua"]);
+
+/** Gives back what checks took when the gateway had already answered without them. */
+export const REFUND_SCRIPT = composeScript([...ALGORITHM_PARTS, "refund.lua"]);
