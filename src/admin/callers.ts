@@ -43,7 +43,7 @@ export function callerLimits(
     if (!checks.has(key)) checks.set(key, { key, spec: planned.spec, cost: 0 });
   };
   const everyLimit = (plan: CompiledPlan, visit: (p: PlannedLimit) => void) => {
-    for (const planned of plan.limitsByRoute.values()) for (const p of planned) visit(p);
+    for (const p of plan.limits) visit(p);
   };
 
   if (ref.kind === "client") {

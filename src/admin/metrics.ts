@@ -15,7 +15,8 @@ export type RequestDecision =
   | "caller_denied"
   | "no_route"
   | "internal_error"
-  | "shadow_limited";
+  | "shadow_limited"
+  | "auth_throttled";
 
 /** Route label for requests that matched no route. */
 export const NO_ROUTE = "";
@@ -32,11 +33,20 @@ export class Metrics {
   readonly breakerState: Gauge;
   readonly sustainedDenials: Gauge;
   readonly localDenials: Counter;
+  readonly authFailures: Counter<"reason">;
   private readonly nearLimit: Counter<"route">;
   private readonly nearLimitChildren = new Map<string, { inc(): void }>();
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "tollgate_" });
+    // prom-client names three of its gauges with a `_total` suffix (nodejs_active_handles_total,
+    // _requests_total, _resources_total), which Prometheus reserves for counters: `promtool check
+    // metrics` refuses them, and rate() over them is meaningless. Each repeats the sum of the
+    // per-type gauge beside it (tollgate_nodejs_active_handles{type}), so they are dropped.
+    for (const metric of this.registry.getMetricsAsArray()) {
+      if (metric instanceof Gauge && metric.name.endsWith("_total"))
+        this.registry.removeSingleMetric(metric.name);
+    }
     this.requests = new Counter({
       name: "tollgate_requests_total",
       help: "Requests by route and limit decision.",
@@ -91,6 +101,14 @@ export class Metrics {
       help: "Requests denied by the deny cache, without asking the store.",
       registers: [this.registry],
     });
+    this.authFailures = new Counter({
+      name: "tollgate_auth_failures_total",
+      help: "Invalid credentials by reason, and requests refused unchecked after too many from one IP (throttled).",
+      labelNames: ["reason"],
+      registers: [this.registry],
+    });
+    for (const reason of ["unknown_key", "ambiguous_key", "invalid_jwt", "malformed_credential", "throttled"])
+      this.authFailures.labels(reason).inc(0);
     this.nearLimit = new Counter({
       name: "tollgate_near_limit_total",
       help: "Admitted requests that left less than 20 % of one of their limits.",

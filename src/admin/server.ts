@@ -97,6 +97,15 @@ export function describeConfig(rt: Runtime) {
   };
 }
 
+/** A percent-encoded path segment as text, or null when its escapes are not valid UTF-8. */
+export function decodePathSegment(encoded: string): string | null {
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    return null;
+  }
+}
+
 function sendJson(res: ServerResponse, status: number, body: unknown, type = "application/json"): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
@@ -120,14 +129,23 @@ export function createAdminHandler(deps: AdminDeps) {
       problem(res, 401, "Unauthorized", "send Authorization: Bearer <admin.token>");
       return;
     }
-    const url = new URL(req.url ?? "/", "http://admin");
+    const rawUrl = req.url ?? "/";
+    const q = rawUrl.indexOf("?");
+    // URLSearchParams never throws: a malformed escape in the query is kept as written.
+    const url = { searchParams: new URLSearchParams(q === -1 ? "" : rawUrl.slice(q + 1)) };
     if (path.startsWith("/admin/callers/")) {
-      await callerEndpoint(
-        req,
-        res,
-        decodeURIComponent(path.slice("/admin/callers/".length)),
-        url.searchParams,
-      );
+      const encoded = path.slice("/admin/callers/".length);
+      const name = decodePathSegment(encoded);
+      if (name === null) {
+        problem(
+          res,
+          400,
+          "Bad Request",
+          "the caller name is not valid percent-encoded UTF-8; name the caller as client:<id>, tenant:<id> or ip:<address>",
+        );
+        return;
+      }
+      await callerEndpoint(req, res, name, url.searchParams);
       return;
     }
     if (path === "/admin/denials/top") {

@@ -14,15 +14,30 @@ export interface PathProblem {
   atKey?: string;
 }
 
-function didYouMean(word: string, known: readonly string[]): string {
-  const s = suggest(word, known);
-  return s ? ` (did you mean "${s}"?)` : known.length ? ` (known: ${known.join(", ")})` : "";
+/** Names listed in full after an unknown one; a longer list is only counted. */
+const KNOWN_LISTED = 20;
+/**
+ * Unknown names that get a "did you mean" hint. Each hint compares the name with every known
+ * one, so a file with thousands of unknown names among thousands of known ones would take
+ * quadratic time for hints nobody reads past the first screen.
+ */
+const HINTS = 100;
+
+function hints(): (word: string, known: readonly string[]) => string {
+  let left = HINTS;
+  return (word, known) => {
+    const s = left-- > 0 ? suggest(word, known) : undefined;
+    if (s) return ` (did you mean "${s}"?)`;
+    if (known.length === 0) return "";
+    return known.length <= KNOWN_LISTED ? ` (known: ${known.join(", ")})` : ` (${known.length} known)`;
+  };
 }
 
 export function checkConfig(config: Config): PathProblem[] {
   const problems: PathProblem[] = [];
   const add = (path: PathSegment[], message: string, atKey?: string) =>
     problems.push(atKey === undefined ? { path, message } : { path, message, atKey });
+  const didYouMean = hints();
 
   checkNotYetSupported(config, add);
 
@@ -62,6 +77,8 @@ export function checkConfig(config: Config): PathProblem[] {
   });
 
   const planNames = Object.keys(config.plans);
+  const routeNameList = [...routeNames];
+  const routeCosts = routesByCost(config);
   for (const [planName, plan] of Object.entries(config.plans)) {
     if (plan.global) checkLimit(["plans", planName, "global"], plan.global, add);
     if (plan.tenant) checkLimit(["plans", planName, "tenant"], plan.tenant, add);
@@ -69,7 +86,7 @@ export function checkConfig(config: Config): PathProblem[] {
       if (!routeNames.has(routeName)) {
         add(
           ["plans", planName, "routes"],
-          `unknown route "${routeName}"${didYouMean(routeName, [...routeNames])}`,
+          `unknown route "${routeName}"${didYouMean(routeName, routeNameList)}`,
           routeName,
         );
         continue;
@@ -77,24 +94,29 @@ export function checkConfig(config: Config): PathProblem[] {
       checkLimit(["plans", planName, "routes", routeName], limit, add);
     }
     // A route whose cost exceeds a bucket's burst could never be admitted: that is a config bug.
-    config.routes.forEach((route) => {
-      const applied: [string, LimitConfig | undefined][] = [
-        ["global", plan.global],
-        ["tenant", plan.tenant],
-        [route.name, plan.routes[route.name]],
-      ];
-      for (const [key, limit] of applied) {
-        const burst = limit && !limit.unlimited ? (limit.burst ?? limit.limit) : undefined;
-        if (burst !== undefined && burst > 0 && route.cost > burst) {
-          const path: PathSegment[] =
-            key === route.name ? ["plans", planName, "routes", key] : ["plans", planName, key];
-          add(
-            path,
-            `route "${route.name}" costs ${route.cost}, more than this limit's ${burst}: it could never be admitted`,
-          );
-        }
+    // Each limit is compared with the costliest routes only (routes sorted by cost once), so
+    // many plans times many routes stays linear.
+    for (const key of ["global", "tenant"] as const) {
+      const burst = burstOf(plan[key]);
+      if (burst === undefined) continue;
+      const { costliest, count } = routeCosts.over(burst);
+      if (!costliest) continue;
+      const more = count > 1 ? ` (and ${count - 1} more route${count > 2 ? "s" : ""})` : "";
+      add(
+        ["plans", planName, key],
+        `route "${costliest.name}" costs ${costliest.cost}, more than this limit's ${burst}: it could never be admitted${more}`,
+      );
+    }
+    for (const [routeName, limit] of Object.entries(plan.routes)) {
+      const burst = burstOf(limit);
+      const cost = routeCosts.cost.get(routeName);
+      if (burst !== undefined && cost !== undefined && cost > burst) {
+        add(
+          ["plans", planName, "routes", routeName],
+          `route "${routeName}" costs ${cost}, more than this limit's ${burst}: it could never be admitted`,
+        );
       }
-    });
+    }
   }
 
   const clientIds = new Set<string>();
@@ -113,6 +135,7 @@ export function checkConfig(config: Config): PathProblem[] {
     }
   });
 
+  const clientIdList = [...clientIds];
   const checkCidrs = (path: PathSegment[], list: readonly string[]) =>
     list.forEach((text, i) => {
       if (!parseCidr(text))
@@ -123,10 +146,40 @@ export function checkConfig(config: Config): PathProblem[] {
     checkCidrs([list, "ips"], config[list].ips);
     config[list].clients.forEach((id, i) => {
       if (!clientIds.has(id))
-        add([list, "clients", i], `unknown client "${id}"${didYouMean(id, [...clientIds])}`);
+        add([list, "clients", i], `unknown client "${id}"${didYouMean(id, clientIdList)}`);
     });
   }
   return problems;
+}
+
+/** The capacity a route's cost is compared with: a bucket's burst or a window's limit. */
+function burstOf(limit: LimitConfig | undefined): number | undefined {
+  const burst = limit && !limit.unlimited ? (limit.burst ?? limit.limit) : undefined;
+  return burst !== undefined && burst > 0 ? burst : undefined;
+}
+
+/** Routes by cost, costliest first, to find those above a capacity without visiting the rest. */
+function routesByCost(config: Config) {
+  const sorted = config.routes
+    .map((r, i) => ({ name: r.name, cost: r.cost, i }))
+    .sort((a, b) => b.cost - a.cost || a.i - b.i);
+  const cost = new Map<string, number>();
+  for (const r of config.routes) if (!cost.has(r.name)) cost.set(r.name, r.cost);
+  return {
+    cost,
+    /** The costliest route and how many routes cost more than `capacity`. */
+    over(capacity: number): { costliest: { name: string; cost: number } | undefined; count: number } {
+      // The first index whose cost is within the capacity: every route before it is over.
+      let lo = 0;
+      let hi = sorted.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (sorted[mid]!.cost > capacity) lo = mid + 1;
+        else hi = mid;
+      }
+      return { costliest: sorted[0] && lo > 0 ? sorted[0] : undefined, count: lo };
+    },
+  };
 }
 
 export function checkLimit(

@@ -42,12 +42,20 @@ export interface CompiledRoute {
   onFailure: FailurePolicy;
   /** Largest request body in bytes (max_body); undefined: no cap. */
   maxBody: number | undefined;
+  /** Remove the credential the caller was identified by before the upstream (Kong's name). */
+  hideCredentials: boolean;
 }
 
 export interface CompiledPlan {
   name: string;
-  /** Limits of this plan for each route name, global and tenant limits included. */
+  /**
+   * Limits of this plan for each route name, global and tenant limits included. Each list is
+   * built on first use and then kept (one list per plan and route, always the same object), so
+   * compiling many plans times many routes costs nothing until traffic needs a pair.
+   */
   limitsByRoute: ReadonlyMap<string, readonly PlannedLimit[]>;
+  /** Every limit of the plan once: global, tenant and each route's own. */
+  limits: readonly PlannedLimit[];
 }
 
 export interface CompiledClient {
@@ -59,6 +67,8 @@ export interface CompiledClient {
 export interface Runtime {
   readonly config: Config;
   readonly file: string;
+  /** The JWT key file the config names, watched and re-read with the config. */
+  readonly keyFile: string | undefined;
   readonly version: string;
   readonly loadedAt: Date;
   readonly routes: RouteMatcher<CompiledRoute>;
@@ -78,6 +88,8 @@ export interface Runtime {
     /** Verifies bearer JWTs; undefined when the config has no identity.jwt. */
     jwt: JwtVerifier | undefined;
     jwtDefaultPlan: string | undefined;
+    /** Invalid credentials one client IP may present per window before it is refused unchecked. */
+    authFailures: { limit: number; windowMs: number } | undefined;
   };
   readonly deny: { ips: CidrSet; clients: ReadonlySet<string> };
   readonly exempt: { ips: CidrSet; clients: ReadonlySet<string> };
@@ -182,13 +194,80 @@ function compileUpstream(name: string, value: Config["upstreams"][string]): Comp
   };
 }
 
+/**
+ * One plan's limits per route name. A list is built the first time a route asks for it and kept,
+ * so the same (plan, route) always gets the same list (the limiter keys caches on it) while a
+ * config of P plans and R routes compiles in O(P + R), not O(P × R).
+ */
+class RouteLimits implements ReadonlyMap<string, readonly PlannedLimit[]> {
+  private readonly built = new Map<string, readonly PlannedLimit[]>();
+
+  constructor(
+    private readonly routes: ReadonlyMap<string, CompiledRoute>,
+    private readonly shared: readonly PlannedLimit[],
+    private readonly own: ReadonlyMap<string, PlannedLimit>,
+  ) {}
+
+  get(name: string): readonly PlannedLimit[] | undefined {
+    const built = this.built.get(name);
+    if (built !== undefined) return built;
+    if (!this.routes.has(name)) return undefined;
+    const own = this.own.get(name);
+    const limits = own ? [...this.shared, own] : [...this.shared];
+    this.built.set(name, limits);
+    return limits;
+  }
+
+  has(name: string): boolean {
+    return this.routes.has(name);
+  }
+
+  get size(): number {
+    return this.routes.size;
+  }
+
+  keys(): MapIterator<string> {
+    return this.routes.keys();
+  }
+
+  values(): MapIterator<readonly PlannedLimit[]> {
+    return this.all().values();
+  }
+
+  entries(): MapIterator<[string, readonly PlannedLimit[]]> {
+    return this.all().entries();
+  }
+
+  [Symbol.iterator](): MapIterator<[string, readonly PlannedLimit[]]> {
+    return this.entries();
+  }
+
+  forEach(
+    callback: (
+      value: readonly PlannedLimit[],
+      key: string,
+      map: ReadonlyMap<string, readonly PlannedLimit[]>,
+    ) => void,
+    thisArg?: unknown,
+  ): void {
+    for (const [key, value] of this.all()) callback.call(thisArg, value, key, this);
+  }
+
+  /** Every route's list, in route order. */
+  private all(): Map<string, readonly PlannedLimit[]> {
+    const out = new Map<string, readonly PlannedLimit[]>();
+    for (const name of this.routes.keys()) out.set(name, this.get(name)!);
+    return out;
+  }
+}
+
 function cidrSet(list: readonly string[]): CidrSet {
   return new CidrSet(list.map((text) => parseCidr(text)!));
 }
 
 export function compileRuntime(
   config: Config,
-  meta: { file: string; version: string; jwt?: JwtVerifier | undefined },
+  meta: { file: string; version: string; jwt?: JwtVerifier | undefined; keyFile?: string | undefined },
 ): Runtime {
   const upstreams = new Map(
     Object.entries(config.upstreams).map(([name, u]) => [name, compileUpstream(name, u)]),
@@ -205,24 +284,30 @@ export function compileRuntime(
       cost: r.cost,
       onFailure: r.on_failure ?? config.store.on_failure,
       maxBody: r.max_body,
+      hideCredentials: r.hide_credentials,
     };
   });
 
+  const routesByName = new Map<string, CompiledRoute>();
+  for (const route of routeList) if (!routesByName.has(route.name)) routesByName.set(route.name, route);
   const plans = new Map<string, CompiledPlan>();
   for (const [planName, plan] of Object.entries(config.plans)) {
     const global = plan.global ? compileLimit(`${planName}.global`, plan.global) : null;
     const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant) : null;
-    const limitsByRoute = new Map<string, PlannedLimit[]>();
-    for (const route of routeList) {
-      const limits: PlannedLimit[] = [];
-      if (global) limits.push({ spec: global, scope: "caller", tenantOnly: false });
-      if (tenant) limits.push({ spec: tenant, scope: "tenant", tenantOnly: true });
-      const own = plan.routes[route.name];
-      const spec = own ? compileLimit(`${planName}.${route.name}`, own) : null;
-      if (spec) limits.push({ spec, scope: route.by, tenantOnly: false });
-      limitsByRoute.set(route.name, limits);
+    const shared: PlannedLimit[] = [];
+    if (global) shared.push({ spec: global, scope: "caller", tenantOnly: false });
+    if (tenant) shared.push({ spec: tenant, scope: "tenant", tenantOnly: true });
+    const own = new Map<string, PlannedLimit>();
+    for (const [routeName, limit] of Object.entries(plan.routes)) {
+      const route = routesByName.get(routeName);
+      const spec = route ? compileLimit(`${planName}.${routeName}`, limit) : null;
+      if (route && spec) own.set(routeName, { spec, scope: route.by, tenantOnly: false });
     }
-    plans.set(planName, { name: planName, limitsByRoute });
+    plans.set(planName, {
+      name: planName,
+      limitsByRoute: new RouteLimits(routesByName, shared, own),
+      limits: [...shared, ...own.values()],
+    });
   }
 
   const clientsByKeyHash = new Map<string, CompiledClient>();
@@ -234,6 +319,7 @@ export function compileRuntime(
   return Object.freeze({
     config,
     file: meta.file,
+    keyFile: meta.keyFile,
     version: meta.version,
     loadedAt: new Date(),
     routes: new RouteMatcher(routeList),
@@ -251,6 +337,10 @@ export function compileRuntime(
       ipv6Prefix: config.identity.ipv6_prefix,
       jwt: meta.jwt,
       jwtDefaultPlan: config.identity.jwt?.default_plan,
+      authFailures:
+        config.identity.auth_failures === false
+          ? undefined
+          : { limit: config.identity.auth_failures.limit, windowMs: config.identity.auth_failures.window },
     },
     deny: { ips: cidrSet(config.deny.ips), clients: new Set(config.deny.clients) },
     exempt: { ips: cidrSet(config.exempt.ips), clients: new Set(config.exempt.clients) },

@@ -26,6 +26,7 @@ type JsonSchema = {
 const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
   shutdown_grace: "duration",
   sustained_denial: "duration",
+  tunnel_idle_timeout: "duration",
   timeout: "duration",
   connect_timeout: "duration",
   window: "duration",

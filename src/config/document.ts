@@ -1,6 +1,6 @@
 // The YAML document with positions: turns a path inside the config into the line and column of
 // the node an operator has to fix.
-import { isMap, isPair, isScalar, isSeq, LineCounter, type Node, parseDocument } from "yaml";
+import { isMap, isScalar, isSeq, LineCounter, type Node, parseDocument, visit } from "yaml";
 import { type Substitution, toSourceOffset } from "./env.js";
 import type { ConfigProblem } from "./problems.js";
 
@@ -16,7 +16,9 @@ export class PositionedDocument {
   constructor(file: string, source: string, text: string, substitutions: readonly Substitution[]) {
     this.file = file;
     this.lines = new LineCounter();
-    this.doc = parseDocument(text, { lineCounter: this.lines, prettyErrors: false, uniqueKeys: true });
+    // Duplicate keys are found below: the library's own check compares each key with every
+    // earlier key of its mapping, which takes seconds for a mapping of 20,000 keys.
+    this.doc = parseDocument(text, { lineCounter: this.lines, prettyErrors: false, uniqueKeys: false });
     this.substitutions = substitutions;
     // Positions are reported against the file on disk, which may differ from `text` by the
     // substituted variables; a second counter over the original source gives its lines.
@@ -33,7 +35,23 @@ export class PositionedDocument {
 
   /** YAML syntax errors (and duplicate keys), as problems. */
   syntaxProblems(): ConfigProblem[] {
-    return this.doc.errors.map((e) => this.problemAtOffset(e.pos[0], "", e.message.split("\n")[0]!));
+    const found = this.doc.errors.map((e) => ({ offset: e.pos[0], message: e.message.split("\n")[0]! }));
+    // A key repeated in one mapping (what `uniqueKeys: true` would report, with its message):
+    // one set per mapping, so linear in the document.
+    visit(this.doc, {
+      Map: (_key, map) => {
+        const seen = new Set<unknown>();
+        for (const pair of map.items) {
+          if (!isScalar(pair.key)) continue;
+          const value = pair.key.value;
+          if (seen.has(value))
+            found.push({ offset: pair.key.range?.[0] ?? 0, message: "Map keys must be unique" });
+          else seen.add(value);
+        }
+      },
+    });
+    found.sort((a, b) => a.offset - b.offset);
+    return found.map((e) => this.problemAtOffset(e.offset, "", e.message));
   }
 
   /**
@@ -63,8 +81,12 @@ export class PositionedDocument {
   }
 
   private problemAtOffset(offset: number, path: string, message: string): ConfigProblem {
-    const source = toSourceOffset(this.substitutions, offset);
-    const { line, col } = this.sourceLines.linePos(source);
+    return this.problemAtSourceOffset(toSourceOffset(this.substitutions, offset), path, message);
+  }
+
+  /** A problem at an offset in the file on disk (before substitution). */
+  problemAtSourceOffset(offset: number, path: string, message: string): ConfigProblem {
+    const { line, col } = this.sourceLines.linePos(offset);
     return { file: this.file, line, column: col, path, message };
   }
 
@@ -77,16 +99,36 @@ export class PositionedDocument {
       node = child.value ?? child.key;
     }
     if (atKey !== undefined && isMap(node)) {
-      const pair = node.items.find((p) => isPair(p) && isScalar(p.key) && String(p.key.value) === atKey);
+      const pair = pairsOf(node).get(atKey);
       if (pair) return asNode(pair.key);
     }
     return asNode(node);
   }
 }
 
+/**
+ * Each mapping's pairs by key, built the first time a problem points into it: a config with
+ * thousands of plans and a problem in each must not search the mapping once per problem.
+ */
+const pairIndexes = new WeakMap<object, Map<string, { key: unknown; value: unknown }>>();
+
+function pairsOf(node: { items: readonly { key: unknown; value: unknown }[] }) {
+  let index = pairIndexes.get(node);
+  if (!index) {
+    index = new Map();
+    for (const pair of node.items) {
+      const key = isScalar(pair.key) ? String(pair.key.value) : undefined;
+      // The first of duplicate keys, as a search from the start would find.
+      if (key !== undefined && !index.has(key)) index.set(key, pair);
+    }
+    pairIndexes.set(node, index);
+  }
+  return index;
+}
+
 function childOf(node: unknown, segment: PathSegment): { key?: unknown; value?: unknown } | undefined {
   if (isMap(node)) {
-    const pair = node.items.find((p) => isScalar(p.key) && String(p.key.value) === String(segment));
+    const pair = pairsOf(node).get(String(segment));
     if (!pair) return undefined;
     return { key: pair.key, value: pair.value ?? undefined };
   }

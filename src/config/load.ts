@@ -3,8 +3,9 @@
 // input, so `--check`, start-up and reload all report the same way.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
+import { Worker } from "node:worker_threads";
 import type { JSONWebKeySet } from "jose";
 import type { z } from "zod";
 import { JwtVerifier } from "../identity/jwt.js";
@@ -15,12 +16,23 @@ import { type ConfigProblem, suggest } from "./problems.js";
 import { type Config, configSchema } from "./schema.js";
 
 export type LoadResult =
-  | { ok: true; config: Config; file: string; version: string; jwt: JwtVerifier | undefined }
+  | {
+      ok: true;
+      config: Config;
+      file: string;
+      version: string;
+      jwt: JwtVerifier | undefined;
+      /** The JWT key file the config names (public_key_file or jwks_file), resolved. */
+      keyFile?: string;
+      /** That file's text, when asked for (a load on another thread sends it back). */
+      keyText?: string;
+    }
   | { ok: false; problems: ConfigProblem[] };
 
 export async function loadConfigFile(
   file: string,
   env: Readonly<Record<string, string | undefined>>,
+  withKeyText = false,
 ): Promise<LoadResult> {
   let source: string;
   try {
@@ -33,20 +45,18 @@ export async function loadConfigFile(
       problems: [{ file, line: 1, column: 1, path: "", message: `cannot read the config: ${why}` }],
     };
   }
-  return loadConfigText(source, file, env);
+  return loadConfigText(source, file, env, withKeyText);
 }
 
 export function loadConfigText(
   source: string,
   file: string,
   env: Readonly<Record<string, string | undefined>>,
+  withKeyText = false,
 ): LoadResult {
   const substituted = substituteEnv(source, env);
   const doc = new PositionedDocument(file, source, substituted.text, substituted.substitutions);
-  const envProblems = substituted.problems.map((p) => {
-    const { line, col } = lineCol(source, p.offset);
-    return { file, line, column: col, path: "", message: p.message };
-  });
+  const envProblems = substituted.problems.map((p) => doc.problemAtSourceOffset(p.offset, "", p.message));
   const syntax = doc.syntaxProblems();
   if (syntax.length || envProblems.length) return { ok: false, problems: [...envProblems, ...syntax] };
 
@@ -75,10 +85,20 @@ export function loadConfigText(
   }
   const jwt = loadJwtVerifier(parsed.data, file);
   if (!jwt.ok) return { ok: false, problems: [doc.problem(jwt.path, jwt.message)] };
-  // The version covers the key file too: rotating a JWKS is a change that a reload applies.
+  // The version covers the key file too: rotating a JWKS is a change that a reload applies,
+  // even when the YAML is unchanged.
   const version = createHash("sha256").update(source);
   if (jwt.keyText !== undefined) version.update("\0").update(jwt.keyText);
-  return { ok: true, config: parsed.data, file, version: version.digest("hex"), jwt: jwt.verifier };
+  const loaded: LoadResult = {
+    ok: true,
+    config: parsed.data,
+    file,
+    version: version.digest("hex"),
+    jwt: jwt.verifier,
+  };
+  if (jwt.keyFile !== undefined) loaded.keyFile = jwt.keyFile;
+  if (withKeyText && jwt.keyText !== undefined) loaded.keyText = jwt.keyText;
+  return loaded;
 }
 
 /**
@@ -90,7 +110,7 @@ function loadJwtVerifier(
   config: Config,
   file: string,
 ):
-  | { ok: true; verifier: JwtVerifier | undefined; keyText?: string }
+  | { ok: true; verifier: JwtVerifier | undefined; keyText?: string; keyFile?: string }
   | { ok: false; path: PathSegment[]; message: string } {
   const jwt = config.identity.jwt;
   if (!jwt) return { ok: true, verifier: undefined };
@@ -101,40 +121,158 @@ function loadJwtVerifier(
         ? "jwks_file"
         : "secret";
   const path: PathSegment[] = ["identity", "jwt", keyName];
+  if (jwt.secret !== undefined) {
+    try {
+      return { ok: true, verifier: jwtVerifierFor(config, undefined) };
+    } catch (err) {
+      return { ok: false, path, message: `the key cannot be used: ${(err as Error).message}` };
+    }
+  }
+  const keyFile = resolve(dirname(file), (jwt.public_key_file ?? jwt.jwks_file)!);
+  let keyText: string;
+  try {
+    keyText = readFileSync(keyFile, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return {
+      ok: false,
+      path,
+      message: `cannot read ${keyFile}: ${code === "ENOENT" ? "no such file" : String(code ?? err)}`,
+    };
+  }
+  try {
+    return { ok: true, verifier: jwtVerifierFor(config, keyText), keyText, keyFile };
+  } catch (err) {
+    if (err instanceof NotJsonError) {
+      return { ok: false, path, message: `${keyFile} is not JSON (expected a JWKS: {"keys": [...]})` };
+    }
+    return { ok: false, path, message: `the key cannot be used: ${(err as Error).message}` };
+  }
+}
+
+class NotJsonError extends Error {}
+
+/**
+ * The verifier of a validated config's identity.jwt, from the key file's text (already read:
+ * the loader reads it, or it arrives from the thread that did). Throws naming what is wrong.
+ */
+export function jwtVerifierFor(config: Config, keyText: string | undefined): JwtVerifier | undefined {
+  const jwt = config.identity.jwt;
+  if (!jwt) return undefined;
   const options = {
     issuer: jwt.issuer,
     audience: jwt.audience,
     clockToleranceMs: jwt.clock_tolerance,
     claims: jwt.claims,
   };
+  if (jwt.secret !== undefined) return new JwtVerifier({ secret: jwt.secret }, options);
+  if (keyText === undefined) throw new Error("the key file was not read");
+  if (jwt.public_key_file !== undefined) return new JwtVerifier({ publicKeyPem: keyText }, options);
+  let jwks: unknown;
   try {
-    if (jwt.secret !== undefined)
-      return { ok: true, verifier: new JwtVerifier({ secret: jwt.secret }, options) };
-    const keyFile = resolve(dirname(file), (jwt.public_key_file ?? jwt.jwks_file)!);
-    let text: string;
-    try {
-      text = readFileSync(keyFile, "utf8");
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      return {
-        ok: false,
-        path,
-        message: `cannot read ${keyFile}: ${code === "ENOENT" ? "no such file" : String(code ?? err)}`,
-      };
-    }
-    if (jwt.public_key_file !== undefined) {
-      return { ok: true, verifier: new JwtVerifier({ publicKeyPem: text }, options), keyText: text };
-    }
-    let jwks: unknown;
-    try {
-      jwks = JSON.parse(text);
-    } catch {
-      return { ok: false, path, message: `${keyFile} is not JSON (expected a JWKS: {"keys": [...]})` };
-    }
-    return { ok: true, verifier: new JwtVerifier({ jwks: jwks as JSONWebKeySet }, options), keyText: text };
-  } catch (err) {
-    return { ok: false, path, message: `the key cannot be used: ${(err as Error).message}` };
+    jwks = JSON.parse(keyText);
+  } catch {
+    throw new NotJsonError("not JSON");
   }
+  return new JwtVerifier({ jwks: jwks as JSONWebKeySet }, options);
+}
+
+/** What a load on another thread sends back: plain data (a JwtVerifier cannot be cloned). */
+export type TransferableLoad =
+  | { ok: true; config: Config; file: string; version: string; keyFile?: string; keyText?: string }
+  | { ok: false; problems: ConfigProblem[] };
+
+/** loadConfigFile for a worker thread: the same, with the key text instead of the verifier. */
+export async function loadForTransfer(
+  file: string,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<TransferableLoad> {
+  const loaded = await loadConfigFile(file, env, true);
+  if (!loaded.ok) return loaded;
+  const out: TransferableLoad = {
+    ok: true,
+    config: loaded.config,
+    file: loaded.file,
+    version: loaded.version,
+  };
+  if (loaded.keyFile !== undefined) out.keyFile = loaded.keyFile;
+  if (loaded.keyText !== undefined) out.keyText = loaded.keyText;
+  return out;
+}
+
+/** Where the worker's code is when running the built gateway; from TypeScript sources, none. */
+const WORKER = import.meta.url.endsWith(".js") ? new URL("./load-worker.js", import.meta.url) : null;
+
+/**
+ * Files smaller than this load on the event loop: a few milliseconds, less than starting a
+ * thread (which takes a few hundred, its modules loaded cold), so a small config still applies
+ * at once. Loading is linear, so below this size it never blocks for more than ~20 ms.
+ */
+const OFF_THREAD_MIN_BYTES = 32 * 1024;
+
+/**
+ * loadConfigFile on a worker thread, for reloads: parsing and validating a large file takes
+ * a few hundred milliseconds (the YAML parser alone, ~300 ms for 320 KB) that would otherwise
+ * stop every request in flight. Only the result crosses back; the verifier is rebuilt from the
+ * key text (the worker already checked that it builds). Small files, and where no worker can run
+ * (the gateway run from its TypeScript sources, or a worker that fails to start), load on this
+ * thread.
+ */
+export async function loadConfigFileOffThread(
+  file: string,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<LoadResult> {
+  const size = await stat(file).then(
+    (s) => s.size,
+    () => 0,
+  );
+  const transferred = WORKER && size >= OFF_THREAD_MIN_BYTES ? await onWorker(WORKER, file, env) : null;
+  if (!transferred) return loadConfigFile(file, env);
+  if (!transferred.ok) return transferred;
+  let jwt: JwtVerifier | undefined;
+  try {
+    jwt = jwtVerifierFor(transferred.config, transferred.keyText);
+  } catch (err) {
+    const where = transferred.keyFile ?? "identity.jwt";
+    return {
+      ok: false,
+      problems: [
+        { file, line: 1, column: 1, path: "identity.jwt", message: `${where}: ${(err as Error).message}` },
+      ],
+    };
+  }
+  const loaded: LoadResult = {
+    ok: true,
+    config: transferred.config,
+    file: transferred.file,
+    version: transferred.version,
+    jwt,
+  };
+  if (transferred.keyFile !== undefined) loaded.keyFile = transferred.keyFile;
+  return loaded;
+}
+
+/** Runs one load on a new worker thread; null if the worker could not do it. */
+function onWorker(
+  url: URL,
+  file: string,
+  env: Readonly<Record<string, string | undefined>>,
+): Promise<TransferableLoad | null> {
+  return new Promise((resolveLoad) => {
+    let worker: Worker;
+    try {
+      worker = new Worker(url, { workerData: { file, env: { ...env } } });
+    } catch {
+      resolveLoad(null);
+      return;
+    }
+    let result: TransferableLoad | null = null;
+    worker.once("message", (message: TransferableLoad) => {
+      result = message;
+    });
+    worker.once("error", () => resolveLoad(null));
+    worker.once("exit", () => resolveLoad(result));
+  });
 }
 
 function issueProblems(doc: PositionedDocument, issue: z.core.$ZodIssue): ConfigProblem[] {
@@ -150,6 +288,16 @@ function issueProblems(doc: PositionedDocument, issue: z.core.$ZodIssue): Config
           : "";
       return doc.problem(path, `unknown key "${key}"${fix}`, { atKey: key });
     });
+  }
+  if (issue.code === "invalid_key") {
+    // A record key the schema refuses (a plan name): point at the key, say what it should be.
+    const key = path[path.length - 1];
+    const why = issue.issues[0]?.message ?? issue.message;
+    return [
+      doc.problem(path.slice(0, -1), `${JSON.stringify(String(key))} cannot be used: ${why}`, {
+        atKey: String(key),
+      }),
+    ];
   }
   if (issue.code === "invalid_type" && issue.input === undefined) {
     const last = path[path.length - 1];
@@ -190,12 +338,6 @@ function unwrap(schema: unknown): unknown {
     s = (s.def.innerType ?? s.def.in) as typeof s;
   }
   return s;
-}
-
-function lineCol(text: string, offset: number): { line: number; col: number } {
-  const before = text.slice(0, offset);
-  const line = before.split("\n").length;
-  return { line, col: offset - before.lastIndexOf("\n") };
 }
 
 function sortProblems(problems: ConfigProblem[]): ConfigProblem[] {

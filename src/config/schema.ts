@@ -96,19 +96,49 @@ const callerList = z.strictObject({
 });
 
 /**
- * Names that travel in headers (Tollgate-Client, -Tenant, -Plan) and Redis keys: visible ASCII
- * only, so no value from the config can inject a header or split a key.
+ * Route and plan names become limit names (`<plan>.<route>`), which are sent to clients as RFC
+ * 8941 strings in RateLimit / RateLimit-Policy (`"free.search"`), to the upstream in
+ * Tollgate-Plan, and written into Redis keys. A quote or backslash would break every RateLimit
+ * header, and a character outside Latin-1 cannot be sent in a header at all, so both are
+ * refused here, where the operator can fix them. A plan name holds no `.`: it separates the plan
+ * from the route in a limit name.
  */
-export const headerSafeName = (what: string) =>
-  z
-    .string()
-    .regex(
-      /^[!-~]+$/,
-      `${what} must be visible ASCII without spaces (it is sent to the upstream in a header)`,
-    );
+export const ROUTE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+export const PLAN_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+/**
+ * Client ids and tenants are sent to the upstream in Tollgate-Client and Tollgate-Tenant and
+ * become Redis key parts: the characters a JWT's claims may hold (identity/jwt.ts), so that a
+ * caller's identity has the same shape whether it comes from the config or a token.
+ */
+export const CALLER_ID = /^[A-Za-z0-9._~@+=:\-/]{1,256}$/;
+
+const namePattern = (pattern: RegExp, message: string) =>
+  z.string({ error: message }).regex(pattern, message);
+
+const routeName = () =>
+  namePattern(
+    ROUTE_NAME,
+    'a route name may only hold letters, digits, "_", "-" and "." (1 to 64 of them): it is sent to clients in the RateLimit headers',
+  );
+const planName = () =>
+  namePattern(
+    PLAN_NAME,
+    'a plan name may only hold letters, digits, "_" and "-" (1 to 64 of them): it is sent to clients in the RateLimit headers and to the upstream in Tollgate-Plan',
+  );
+/** Names that travel in headers (Tollgate-Client, -Tenant) and Redis keys. */
+export const headerSafeName = (what: string, header: string) =>
+  namePattern(
+    CALLER_ID,
+    `${what} may only hold letters, digits and . _ ~ @ + = : - / (1 to 256 of them): it is sent to the upstream in ${header}`,
+  );
 
 const clientSchema = z.strictObject({
-  id: headerSafeName("a client id").describe("the client's name in logs, headers and the admin API"),
+  id: headerSafeName("a client id", "Tollgate-Client")
+    .refine((id) => !id.toLowerCase().startsWith("jwt:"), {
+      message:
+        'client ids starting with "jwt:" are reserved for JWT subjects (sub: bob is the caller jwt:bob)',
+    })
+    .describe("the client's name in logs, headers and the admin API"),
   key_sha256: z
     .string()
     .regex(/^[0-9a-fA-F]{64}$/, "key_sha256 must be the 64 hex digits of the SHA-256 of the key")
@@ -116,11 +146,13 @@ const clientSchema = z.strictObject({
     .describe('hex SHA-256 of the API key: printf %s "$KEY" | sha256sum'),
   key: z.string().min(1).optional().describe("plain key, for local use only; prefer key_sha256"),
   plan: z.string().min(1).describe("one of plans"),
-  tenant: headerSafeName("a tenant").optional().describe("clients of one tenant share its tenant limit"),
+  tenant: headerSafeName("a tenant", "Tollgate-Tenant")
+    .optional()
+    .describe("clients of one tenant share its tenant limit"),
 });
 
 const routeSchema = z.strictObject({
-  name: z.string().min(1).describe("the route's name in plans, metrics and logs"),
+  name: routeName().describe("the route's name in plans, metrics, logs and limit names"),
   match: z.strictObject({
     path: z
       .string()
@@ -136,6 +168,12 @@ const routeSchema = z.strictObject({
   cost: z.number().int().min(1).default(1).describe("tokens one request takes from rate limits (default 1)"),
   max_body: size().optional().describe("largest request body accepted"),
   on_failure: failurePolicy.optional().describe("overrides store.on_failure for this route"),
+  hide_credentials: z
+    .boolean()
+    .default(false)
+    .describe(
+      "remove the credential the caller was identified by (API key header, Authorization: Bearer) before the upstream (default false)",
+    ),
 });
 
 const planSchema = z.strictObject({
@@ -152,6 +190,9 @@ export const configSchema = z
       .default(1)
       .describe("processes serving the proxy listener; auto: one per core"),
     shutdown_grace: duration().default(10_000).describe("on SIGTERM, how long requests in flight may finish"),
+    tunnel_idle_timeout: duration()
+      .default(300_000)
+      .describe("a WebSocket tunnel with no bytes either way for this long is closed (default 5m)"),
     sustained_denial: duration()
       .default(60_000)
       .describe("a caller denied without pause for this long is logged once and counted (default 60s)"),
@@ -217,7 +258,14 @@ export const configSchema = z
       .strictObject({
         api_key: z
           .strictObject({
-            header: z.string().default("x-api-key").describe("header carrying the API key"),
+            header: z
+              .string()
+              .regex(
+                /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/,
+                "expected a header name such as x-api-key (letters, digits and ! # $ % & ' * + . ^ _ ` | ~ -)",
+              )
+              .default("x-api-key")
+              .describe("header carrying the API key"),
             bearer: z.boolean().default(false).describe("also accept Authorization: Bearer <key>"),
             on_unknown: z
               .enum(["reject", "anonymous"])
@@ -264,15 +312,28 @@ export const configSchema = z
           .max(128)
           .default(64)
           .describe("anonymous IPv6 callers are limited per prefix of this length"),
+        auth_failures: z
+          .union([
+            z.literal(false),
+            z.strictObject({
+              limit: z.number().int().min(1).default(20).describe("failed credentials per client IP"),
+              window: duration().default(60_000).describe("the window they are counted in"),
+            }),
+          ])
+          .default({ limit: 20, window: 60_000 })
+          .describe(
+            "after this many invalid credentials from one client IP within window, its next credentials are refused with 429 unchecked (per instance); false turns it off",
+          ),
       })
       .default({
         api_key: { header: "x-api-key", bearer: false, on_unknown: "reject" },
         trusted_proxies: [],
         client_ip_header: "x-forwarded-for",
         ipv6_prefix: 64,
+        auth_failures: { limit: 20, window: 60_000 },
       }),
     clients: z.array(clientSchema).default([]),
-    plans: z.record(headerSafeName("a plan name"), planSchema).default({}),
+    plans: z.record(planName(), planSchema).default({}),
     routes: z.array(routeSchema).min(1, "at least one route is needed"),
     headers: z
       .array(z.enum(["draft", "ietf", "legacy"]))

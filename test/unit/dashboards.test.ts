@@ -1,5 +1,6 @@
 // The shipped Grafana dashboard and Prometheus alerts parse, and name only metrics the gateway
 // exports: a renamed metric must not leave a blank panel or an alert that never fires.
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
@@ -54,5 +55,27 @@ describe("dashboards and alerts", () => {
     for (const expr of exprs) {
       for (const name of metricNames(expr)) expect(exported, `${expr}: ${name}`).toContain(name);
     }
+  });
+
+  it("TollgateBreakerOpen keeps firing while the breaker is half-open between probes", () => {
+    // A Redis outage at low traffic alternates open (2) and half-open (1); an alert on `== 2`
+    // restarts its `for` at every half-open sample and never fires.
+    const doc = parse(readFileSync(`${root}config/prometheus-alerts.yaml`, "utf8"));
+    const rule = doc.groups
+      .flatMap((g: { rules: { alert: string; expr: string; for?: string }[] }) => g.rules)
+      .find((r: { alert: string }) => r.alert === "TollgateBreakerOpen");
+    expect(rule.expr).not.toMatch(/==\s*2/);
+    expect(rule.expr).toMatch(/\bmax_over_time\(tollgate_breaker_state\[\d+[sm]\]\)/);
+    expect(rule.expr).toMatch(/>\s*0\s*$/);
+    expect(rule.for).toBe("1m");
+  });
+
+  const promtool = process.env.PROMTOOL ?? "promtool";
+  const hasPromtool = spawnSync(promtool, ["--version"]).status === 0;
+  it.skipIf(!hasPromtool)("config/prometheus-alerts.test.yaml passes promtool test rules", () => {
+    const r = spawnSync(promtool, ["test", "rules", `${root}config/prometheus-alerts.test.yaml`], {
+      encoding: "utf8",
+    });
+    expect(r.status, `${r.stdout}${r.stderr}`).toBe(0);
   });
 });

@@ -4,7 +4,7 @@ import type { Caller } from "../../src/identity/caller.js";
 import { keyPart, limitChecks, scopeKey } from "../../src/limits/limiter.js";
 import type { LimitSpec } from "../../src/limits/spec.js";
 
-const plan = { name: "free", limitsByRoute: new Map() } as CompiledPlan;
+const plan = { name: "free", limitsByRoute: new Map(), limits: [] } as CompiledPlan;
 const tenantClient: Caller = { kind: "client", id: "acme-prod", plan, tenant: "acme", ipKey: "192.0.2.1" };
 const soloClient: Caller = { kind: "client", id: "dev", plan, tenant: undefined, ipKey: "192.0.2.1" };
 const anonymous: Caller = { kind: "anonymous", plan, ipKey: "2001:db8::/64" };

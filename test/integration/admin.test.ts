@@ -1,0 +1,101 @@
+// The admin listener against hostile or careless input: a caller name that is not valid
+// percent-encoding is a 400 problem, never a 500; /metrics passes Prometheus' naming lint.
+import { spawnSync } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type InProcessGateway, startGateway } from "../support/gateway.js";
+import { send } from "../support/http.js";
+import { startUpstream, type TestUpstream } from "../support/upstream.js";
+
+const TOKEN = "admin-token-for-admin-tests";
+
+let upstream: TestUpstream;
+let gw: InProcessGateway;
+const admin = (path: string, method = "GET") =>
+  send(gw.adminUrl, { method, path, headers: { authorization: `Bearer ${TOKEN}` } });
+
+beforeAll(async () => {
+  upstream = await startUpstream();
+  gw = await startGateway(`
+listen: 127.0.0.1:0
+admin: { listen: 127.0.0.1:0, token: ${TOKEN} }
+log: { level: warn, requests: false }
+store: { url: "memory://" }
+upstreams: { api: ${upstream.url} }
+clients:
+  - { id: acme, key: acme-key, plan: free }
+plans:
+  free: { global: { rate: 1/s, burst: 5 } }
+routes:
+  - { name: default, match: { path: / }, upstream: api }
+`);
+});
+afterAll(async () => {
+  await gw?.stop();
+  await upstream?.close();
+});
+
+describe("GET /admin/callers/<caller> with a malformed escape", () => {
+  it.each([
+    ["a truncated UTF-8 sequence", "/admin/callers/client:%E0%A4%A"],
+    ["a lone continuation byte", "/admin/callers/client:%80"],
+    ["a bare percent sign", "/admin/callers/client:100%"],
+    ["an overlong encoding", "/admin/callers/client:%C0%AF"],
+  ])("%s is a 400 problem+json, GET and DELETE alike", async (_what, path) => {
+    for (const method of ["GET", "DELETE"]) {
+      const r = await admin(path, method);
+      expect(r.status, r.body).toBe(400);
+      expect(r.headers["content-type"]).toBe("application/problem+json");
+      expect(r.json()).toMatchObject({
+        status: 400,
+        title: "Bad Request",
+        detail: expect.stringContaining("not valid percent-encoded UTF-8"),
+      });
+    }
+  });
+
+  it("a malformed escape in the query string is not an error either", async () => {
+    const r = await admin("/admin/callers/client:acme?plan=%E0%A4%A");
+    expect(r.status, r.body).toBe(200);
+    expect(r.json()).toMatchObject({ caller: "client:acme", plan: "free" });
+  });
+
+  it("a well-formed escape still names the caller", async () => {
+    const r = await admin("/admin/callers/client%3Aacme");
+    expect(r.status, r.body).toBe(200);
+    expect(r.json()).toMatchObject({ caller: "client:acme" });
+  });
+});
+
+/** `# TYPE name type` of every family /metrics exposes. */
+async function families(): Promise<{ name: string; type: string }[]> {
+  // Something of every kind has happened, so labelled families have samples.
+  await send(gw.url, { path: "/x", headers: { "x-api-key": "acme-key" } });
+  const text = (await send(gw.adminUrl, { path: "/metrics" })).body;
+  return [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => ({ name: m[1]!, type: m[2]! }));
+}
+
+describe("/metrics naming (what promtool check metrics enforces)", () => {
+  it("no gauge ends in _total, and every counter does", async () => {
+    const all = await families();
+    expect(all.length).toBeGreaterThan(20);
+    const gaugesWithTotal = all.filter((f) => f.type !== "counter" && f.name.endsWith("_total"));
+    expect(gaugesWithTotal.map((f) => `${f.name} (${f.type})`)).toEqual([]);
+    const countersWithout = all.filter((f) => f.type === "counter" && !f.name.endsWith("_total"));
+    expect(countersWithout.map((f) => f.name)).toEqual([]);
+    // The per-type gauges that carried the same numbers are still there.
+    expect(all.map((f) => f.name)).toContain("tollgate_nodejs_active_handles");
+  });
+
+  const promtool = process.env.PROMTOOL ?? "promtool";
+  const hasPromtool = spawnSync(promtool, ["--version"]).status === 0;
+  it.skipIf(!hasPromtool)(
+    "promtool check metrics accepts the scrape (when promtool is on PATH)",
+    async () => {
+      await families();
+      const text = (await send(gw.adminUrl, { path: "/metrics" })).body;
+      const r = spawnSync(promtool, ["check", "metrics"], { input: text, encoding: "utf8" });
+      expect(`${r.stdout}${r.stderr}`).toBe("");
+      expect(r.status).toBe(0);
+    },
+  );
+});
