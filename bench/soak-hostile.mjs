@@ -1,12 +1,15 @@
 // `npm run soak`: a hostile-input soak against a running gateway, on loopback only, bounded in
 // time (SOAK_SECONDS, default 60) and in connections. Random bytes, malformed request lines,
-// giant headers, slowloris clients and smuggling attempts run side by side with well-formed
-// requests; the gateway's RSS is sampled throughout. It passes if the process stays up, RSS ends
-// within SOAK_RSS_GROWTH_MB (default 40) of where it started after warm-up, and a well-formed
-// request at the end is served.
+// giant headers, slowloris clients, smuggling attempts, h2c upgrades, refused and half-closed
+// WebSocket handshakes, unbalanced quotes in Forwarded and Expect: 100-continue uploads run side
+// by side with well-formed requests; the gateway's RSS and open file descriptors are sampled
+// throughout. It passes if the process stays up, RSS ends within SOAK_RSS_GROWTH_MB (default 40)
+// of where it started after warm-up, its fds end within SOAK_FD_GROWTH (default 20) of where
+// they started, no attack got what it was after (an h2c switch, a forged caller IP, a body
+// invited before a 429, a socket left open), and a well-formed request at the end is served.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
@@ -15,6 +18,7 @@ import { createInterface } from "node:readline";
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 60);
 const RSS_GROWTH_MB = Number(process.env.SOAK_RSS_GROWTH_MB ?? 40);
+const FD_GROWTH = Number(process.env.SOAK_FD_GROWTH ?? 20);
 const SLOWLORIS = Number(process.env.SOAK_SLOWLORIS ?? 300);
 const root = new URL("..", import.meta.url).pathname;
 
@@ -52,14 +56,24 @@ admin: { listen: 127.0.0.1:0 }
 log: { level: info, requests: false }
 store: { url: "memory://" }
 upstreams: { api: http://127.0.0.1:${upstreamPort} }
+tunnel_idle_timeout: 2s
+identity:
+  trusted_proxies: [127.0.0.1/32]
+  client_ip_header: forwarded
+  auth_failures: false
 clients:
   - { id: good, key: good-key, plan: paid }
 plans:
   anonymous: { global: { rate: 100/s, burst: 200 } }
-  paid: { global: { rate: 100000/s, burst: 100000 } }
+  paid:
+    global: { rate: 100000/s, burst: 100000 }
+    routes:
+      closed: { limit: 0 }
 routes:
   - { name: upload, match: { path: /upload }, upstream: api, max_body: 4kb }
+  - { name: closed, match: { path: /closed }, upstream: api }
   - { name: default, match: { path: / }, upstream: api }
+deny: { ips: [10.0.0.7/32] }
 `,
 );
 const gateway = startProcess(["dist/cli.js", "--config", configFile]);
@@ -68,9 +82,12 @@ const listening = await waitForLine(gateway, (l) => l.msg === "tollgate listenin
 const proxy = new URL(listening.proxy);
 const port = Number(proxy.port);
 let gatewayExited = null;
+const fdBeforeTraffic = readdirSync(`/proc/${gateway.child.pid}/fd`).length;
 gateway.child.on("exit", (code, signal) => {
   gatewayExited = { code, signal };
 });
+
+const fdCount = () => readdirSync(`/proc/${gateway.child.pid}/fd`).length;
 
 const rssMb = () => {
   const status = readFileSync(`/proc/${gateway.child.pid}/status`, "utf8");
@@ -127,6 +144,121 @@ const HOSTILE = {
     `POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${"1000\r\n".concat("z".repeat(4096), "\r\n").repeat(3)}0\r\n\r\n`,
 };
 
+/**
+ * Conversations: a socket that writes, reads, maybe writes again, and names its outcome. The
+ * client never closes first unless the case says so: the gateway must. `ok` outcomes start
+ * with "held"; anything else is an attack that got through.
+ */
+function converse(name, steps) {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: "127.0.0.1", allowHalfOpen: true });
+    let text = "";
+    let outcome = null;
+    const timer = setTimeout(() => {
+      outcome ??= "BREACH: the gateway left the socket open";
+      socket.destroy();
+    }, 6000);
+    socket.on("data", (c) => {
+      text += c.toString("latin1");
+      outcome ??= steps.onData?.(text, socket) ?? null;
+    });
+    socket.on("error", () => {});
+    // The gateway's FIN is what counts: this side stays open (allowHalfOpen) until then.
+    socket.on("end", () => socket.destroy());
+    socket.on("close", () => {
+      clearTimeout(timer);
+      count(`${name} → ${outcome ?? steps.onClose?.(text) ?? "closed"}`);
+      resolve();
+    });
+    socket.write(steps.first);
+  });
+}
+
+const WS = (path, key) =>
+  `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n` +
+  `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n${key ? `x-api-key: ${key}\r\n` : ""}\r\n`;
+
+const CONVERSATIONS = {
+  // curl --http2 against an upstream that would switch: served as HTTP/1.1, and the next request
+  // on the connection is checked (limit: 0 → 429).
+  "h2c upgrade": () =>
+    converse("h2c upgrade", {
+      first:
+        "GET /h2c HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" +
+        "HTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\nx-api-key: good-key\r\n\r\n" +
+        "GET /closed HTTP/1.1\r\nHost: x\r\nx-api-key: good-key\r\nConnection: close\r\n\r\n",
+      onClose: (text) =>
+        text.startsWith("HTTP/1.1 101")
+          ? "BREACH: switched protocols"
+          : /^HTTP\/1\.1 200[\s\S]*HTTP\/1\.1 429/.test(text)
+            ? "held (200 then 429)"
+            : `unexpected ${text.slice(0, 12)}`,
+    }),
+  "refused websocket": () =>
+    converse("refused websocket", {
+      first: [WS("/ws", "bad-key"), WS("/closed", "good-key")][Math.floor(Math.random() * 2)],
+      onClose: (text) =>
+        /^HTTP\/1\.1 (401|429)/.test(text) ? "held (answered and closed)" : `unexpected ${text.slice(0, 12)}`,
+    }),
+  "half-closed tunnel": () =>
+    converse("half-closed tunnel", {
+      first: WS("/ws", "good-key"),
+      onData: (text, socket) => {
+        if (text.startsWith("HTTP/1.1 101") && !socket.writableEnded) socket.end("bye");
+        return null;
+      },
+      onClose: (text) =>
+        text.startsWith("HTTP/1.1 101") ? "held (closed after FIN)" : `unexpected ${text.slice(0, 12)}`,
+    }),
+  "idle tunnel": () =>
+    converse("idle tunnel", {
+      first: WS("/ws", "good-key"),
+      onClose: (text) =>
+        text.startsWith("HTTP/1.1 101") ? "held (closed when idle)" : `unexpected ${text.slice(0, 12)}`,
+    }),
+  // The client's unterminated quote before the proxy's element: 10.0.0.7 is denied, 5.6.7.8 is
+  // the real caller; a 403 means the quote picked the IP.
+  "Forwarded quote": () =>
+    converse("Forwarded quote", {
+      first:
+        'GET /fwd HTTP/1.1\r\nHost: x\r\nForwarded: for=10.0.0.7;x="\r\nForwarded: for=5.6.7.8\r\n' +
+        "x-api-key: good-key\r\nConnection: close\r\n\r\n",
+      onClose: (text) =>
+        text.startsWith("HTTP/1.1 403")
+          ? "BREACH: the quote chose the caller"
+          : text.startsWith("HTTP/1.1 200")
+            ? "held (200)"
+            : `unexpected ${text.slice(0, 12)}`,
+    }),
+  "Expect upload": () =>
+    converse("Expect upload", {
+      first:
+        "POST /upload HTTP/1.1\r\nHost: x\r\nx-api-key: good-key\r\nExpect: 100-continue\r\nContent-Length: 2048\r\nConnection: close\r\n\r\n",
+      onData: (text, socket) => {
+        if (text.startsWith("HTTP/1.1 100") && !socket.sentBody) {
+          socket.sentBody = true;
+          socket.write("u".repeat(2048));
+        }
+        return null;
+      },
+      onClose: (text) =>
+        /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200/.test(text)
+          ? "held (100 then 200)"
+          : `unexpected ${text.slice(0, 40)}`,
+    }),
+  "Expect to a 429": () =>
+    converse("Expect to a 429", {
+      first:
+        "POST /closed HTTP/1.1\r\nHost: x\r\nx-api-key: good-key\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n\r\n",
+      onClose: (text) =>
+        text.includes("100 Continue")
+          ? "BREACH: body invited before the 429"
+          : text.startsWith("HTTP/1.1 429")
+            ? "held (429, closed)"
+            : `unexpected ${text.slice(0, 12)}`,
+    }),
+};
+
 const deadline = Date.now() + SECONDS * 1000;
 const running = [];
 
@@ -140,6 +272,17 @@ for (let w = 0; w < 8; w++) {
         const kind = kinds[i++ % kinds.length];
         await fire(HOSTILE[kind](), kind);
       }
+    })(),
+  );
+}
+
+// Upgrade, Forwarded and Expect conversations: 8 at a time.
+const conversationKinds = Object.keys(CONVERSATIONS);
+for (let w = 0; w < 8; w++) {
+  running.push(
+    (async () => {
+      let i = w;
+      while (Date.now() < deadline) await CONVERSATIONS[conversationKinds[i++ % conversationKinds.length]]();
     })(),
   );
 }
@@ -197,6 +340,7 @@ for (let w = 0; w < 4; w++) {
 const samples = [];
 await new Promise((r) => setTimeout(r, Math.min(5000, SECONDS * 250)));
 const rssStart = rssMb();
+const fdStart = fdCount();
 const sampler = setInterval(() => {
   if (!gatewayExited) samples.push(rssMb());
 }, 5000);
@@ -206,6 +350,7 @@ clearInterval(sampler);
 await new Promise((r) => setTimeout(r, 2000));
 const alive = gatewayExited === null;
 const rssEnd = alive ? rssMb() : Number.NaN;
+const fdEnd = alive ? fdCount() : Number.NaN;
 const finalStatus = alive ? await get("/final", { "x-api-key": "good-key" }) : 0;
 
 gateway.child.kill("SIGTERM");
@@ -217,12 +362,23 @@ const result = {
   rssStartMb: Math.round(rssStart * 10) / 10,
   rssEndMb: Math.round(rssEnd * 10) / 10,
   rssMaxMb: Math.round(Math.max(rssStart, ...samples) * 10) / 10,
+  fdBeforeTraffic,
+  fdStart,
+  fdEnd,
   hostile: counts,
   slowlorisConnectionsCut: slowCut,
   wellFormed,
   finalRequestStatus: finalStatus,
 };
 console.log(JSON.stringify(result, null, 2));
-const passed = alive && finalStatus === 200 && rssEnd - rssStart < RSS_GROWTH_MB && wellFormed.ok > 0;
+const breaches = Object.keys(counts).filter((k) => k.includes("BREACH") || k.includes("unexpected"));
+const passed =
+  alive &&
+  finalStatus === 200 &&
+  rssEnd - rssStart < RSS_GROWTH_MB &&
+  fdEnd - Math.min(fdStart, fdBeforeTraffic) <= FD_GROWTH &&
+  breaches.length === 0 &&
+  wellFormed.ok > 0;
+if (breaches.length) console.log(`attacks that got through: ${breaches.join("; ")}`);
 console.log(passed ? "soak passed" : "soak FAILED");
 process.exit(passed ? 0 : 1);

@@ -9,6 +9,16 @@ const server = createServer((req, res) => {
   res.end(body);
 });
 server.keepAliveTimeout = 60_000;
+// Switches to whatever protocol a request asks for (h2c included) and echoes raw bytes, ignoring
+// a FIN: the upstream an attacker hopes for, so `npm run soak` can show the gateway never lets an
+// upgrade other than WebSocket through and ends every tunnel.
+server.on("upgrade", (req, socket) => {
+  socket.on("error", () => {});
+  socket.write(
+    `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${req.headers.upgrade}\r\n\r\n`,
+  );
+  socket.on("data", (d) => socket.write(d));
+});
 server.listen(Number(process.argv[2] ?? 0), "127.0.0.1", () => {
   process.stdout.write(`${JSON.stringify({ listening: server.address().port })}\n`);
 });

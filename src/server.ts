@@ -1,18 +1,18 @@
 // Builds the runtime, starts the proxy and admin listeners, and stops them gracefully. This is
 // the only place that picks a store implementation.
-import { type FSWatcher, watch } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
-import { basename, dirname } from "node:path";
 import type { Logger } from "pino";
 import { Metrics } from "./admin/metrics.js";
 import { createAdminHandler } from "./admin/server.js";
 import { SustainedDenials } from "./admin/sustained.js";
 import { compileRuntime, type Runtime } from "./config/compile.js";
-import { loadConfigFile } from "./config/load.js";
+import { loadConfigFile, loadConfigFileOffThread } from "./config/load.js";
 import { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
 import { splitRestartOnly } from "./config/restart.js";
+import { ConfigWatcher } from "./config/watch.js";
 import { answerClientError } from "./http/client-error.js";
+import { AuthFailureThrottle } from "./identity/auth-failures.js";
 import { BreakerStore } from "./limits/breaker.js";
 import { Limiter } from "./limits/limiter.js";
 import type { Store } from "./limits/store.js";
@@ -142,6 +142,11 @@ export function urlOf(a: AddressInfo): string {
   return `http://${host}:${a.port}`;
 }
 
+/** The files a runtime was loaded from: the config, and the JWT key file it names. */
+function watchedFiles(rt: Runtime): string[] {
+  return rt.keyFile === undefined ? [rt.file] : [rt.file, rt.keyFile];
+}
+
 /** Share of each limit one instance grants alone with on_failure: local (SPEC default). */
 /** How long start-up waits for the store before serving with the failure policy. */
 const STARTUP_STORE_WAIT_MS = 1000;
@@ -159,8 +164,7 @@ export class Gateway {
   proxyAddress: AddressInfo | undefined;
   adminAddress: AddressInfo | undefined;
   private readonly env: Readonly<Record<string, string | undefined>>;
-  private watcher: FSWatcher | undefined;
-  private watchTimer: NodeJS.Timeout | undefined;
+  private watcher: ConfigWatcher | undefined;
   private reloading: Promise<ReloadResult> | null = null;
   private onReload: ((result: ReloadResult) => void) | undefined;
 
@@ -180,6 +184,7 @@ export class Gateway {
       file: loaded.file,
       version: loaded.version,
       jwt: loaded.jwt,
+      keyFile: loaded.keyFile,
     });
     const logger = options.logger ?? createLogger(loaded.config.log.level);
     const gateway = new Gateway(runtime, logger, options.env ?? process.env);
@@ -218,7 +223,8 @@ export class Gateway {
   reload(trigger: ReloadTrigger): Promise<ReloadResult> {
     // One reload at a time: a SIGHUP during a watch-triggered reload waits for it, then runs.
     const run = async (): Promise<ReloadResult> => {
-      const loaded = await loadConfigFile(this.runtime.file, this.env);
+      // Parsed and validated on a worker thread: a large file must not stop the traffic.
+      const loaded = await loadConfigFileOffThread(this.runtime.file, this.env);
       if (!loaded.ok) {
         this.metrics.configReloads.labels("error").inc();
         this.logger.error(
@@ -235,7 +241,10 @@ export class Gateway {
         file: loaded.file,
         version: loaded.version,
         jwt: loaded.jwt,
+        keyFile: loaded.keyFile,
       });
+      // The new config may name another key file: watch what it is made of now.
+      this.watcher?.watch(watchedFiles(next));
       this.runtime = next;
       const previous = this.limiter;
       this.limiter = this.newLimiter(next);
@@ -273,26 +282,20 @@ export class Gateway {
   }
 
   /**
-   * Watches the directory, not the file: editors replace a file by rename and Kubernetes swaps a
-   * ConfigMap's `..data` symlink, and either would end a watch on the file itself.
+   * Reloads when the config file or the JWT key file it names changes (config/watch.ts: their
+   * directories are watched, each change after WATCH_DEBOUNCE_MS of quiet).
    */
   private watchConfig(): void {
-    const file = this.runtime.file;
-    try {
-      this.watcher = watch(dirname(file), { persistent: false }, (_event, name) => {
-        if (name && name !== basename(file) && !String(name).startsWith("..")) return;
-        clearTimeout(this.watchTimer);
-        this.watchTimer = setTimeout(() => void this.reload("watch"), WATCH_DEBOUNCE_MS);
-      });
-      this.watcher.on("error", (err) =>
-        this.logger.warn({ err: err.message }, "config file watch failed; use SIGHUP to reload"),
-      );
-    } catch (err) {
-      this.logger.warn(
-        { err: (err as Error).message },
-        "cannot watch the config file; use SIGHUP or POST /admin/reload",
-      );
-    }
+    this.watcher = new ConfigWatcher(
+      () => void this.reload("watch"),
+      (err, dir) =>
+        this.logger.warn(
+          { err: err.message, dir },
+          "cannot watch the config's files; use SIGHUP or POST /admin/reload",
+        ),
+      WATCH_DEBOUNCE_MS,
+    );
+    this.watcher.watch(watchedFiles(this.runtime));
   }
 
   get currentRuntime(): Runtime {
@@ -304,6 +307,8 @@ export class Gateway {
   }
 
   private readonly tunnels = new Set<Socket>();
+  /** Invalid credentials per client IP; outlives reloads like the local fallback. */
+  private readonly authFailures = new AuthFailureThrottle();
   /** Callers denied without pause; the threshold is read from the current config each time. */
   private readonly sustained = new SustainedDenials(() => this.runtime.config.sustained_denial, {
     // The log may name the caller; the metric only counts.
@@ -335,10 +340,14 @@ export class Gateway {
         inFlight: this.inFlight,
         sustained: this.sustained,
         tunnels: this.tunnels,
+        authFailures: this.authFailures,
       });
-      this.proxyServer = createServer(serverOptions, pipeline.handle);
-      this.proxyServer.on("clientError", answerClientError);
-      this.proxyServer.on("upgrade", pipeline.handleUpgrade);
+      const proxy = createServer(serverOptions, pipeline.handle);
+      this.proxyServer = proxy;
+      proxy.on("clientError", answerClientError);
+      proxy.on("upgrade", (req, socket, head) => pipeline.handleUpgrade(req, socket as Socket, head, proxy));
+      // Expect: 100-continue is answered by the pipeline once the limits allow the request.
+      proxy.on("checkContinue", pipeline.handle);
     }
     if (role !== "worker") {
       const admin = createAdminHandler({
@@ -385,7 +394,6 @@ export class Gateway {
     const admin = this.adminServer;
     this.watcher?.close();
     clearInterval(this.sustainedSweep);
-    clearTimeout(this.watchTimer);
     proxy?.close();
     admin?.close();
     proxy?.closeIdleConnections();

@@ -52,6 +52,17 @@ export function sendProblem(
   out["content-type"] = "application/problem+json";
   out["content-length"] = Buffer.byteLength(body);
   out["cache-control"] = "no-store";
-  res.writeHead(problem.status, out);
+  try {
+    res.writeHead(problem.status, out);
+  } catch {
+    // A header the caller added cannot be sent (Node refuses characters outside Latin-1 and
+    // controls). The config refuses such names, so this is a bug; it must cost the headers, not
+    // the answer: a throw here would leave the client waiting.
+    res.writeHead(problem.status, {
+      "content-type": "application/problem+json",
+      "content-length": Buffer.byteLength(body),
+      "cache-control": "no-store",
+    });
+  }
   res.end(body);
 }

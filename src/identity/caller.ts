@@ -9,14 +9,40 @@ export type Caller =
   | { kind: "anonymous"; plan: CompiledPlan | undefined; ipKey: string };
 
 export type Identification =
-  | { ok: true; caller: Caller }
+  | {
+      ok: true;
+      caller: Caller;
+      /** The header the caller was identified by (lower case), for `hide_credentials`. */
+      credentialHeader: string | undefined;
+    }
   | {
       ok: false;
-      reason: "unknown_key" | "ambiguous_key" | "credential_required" | "invalid_jwt";
+      reason: IdentificationFailure;
       detail: string;
     };
 
+export type IdentificationFailure =
+  | "unknown_key"
+  | "ambiguous_key"
+  | "credential_required"
+  | "invalid_jwt"
+  | "malformed_credential";
+
+/** Failures that presented a credential which turned out bad: what `auth_failures` counts. */
+export function isBadCredential(reason: IdentificationFailure): boolean {
+  return reason !== "credential_required";
+}
+
+/**
+ * JWT callers are a namespace of their own: `sub: bob` is `jwt:bob`, never the API-key client
+ * `bob`, so a token cannot inherit a key client's exemption, deny entry, limits or name. Config
+ * client ids cannot start with it (the schema refuses them).
+ */
+export const JWT_CLIENT_PREFIX = "jwt:";
+
 const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
+/** Any Authorization in the Bearer scheme, readable or not. */
+const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
 
 /** The API key a request presents, or undefined; an array means the header was sent twice. */
 export function presentedKey(headers: IncomingHttpHeaders, rt: Runtime): string | string[] | undefined {
@@ -26,6 +52,16 @@ export function presentedKey(headers: IncomingHttpHeaders, rt: Runtime): string 
   const auth = headers.authorization;
   if (!auth) return undefined;
   return BEARER.exec(auth)?.[1];
+}
+
+/** Whether the request presents a credential this gateway reads (what `auth_failures` guards). */
+export function presentsCredential(headers: IncomingHttpHeaders, rt: Runtime): boolean {
+  if (headers[rt.identity.header] !== undefined) return true;
+  return (
+    (rt.identity.bearer || rt.identity.jwt !== undefined) &&
+    headers.authorization !== undefined &&
+    BEARER_SCHEME.test(headers.authorization)
+  );
 }
 
 /** crypto.hash is one call without a Hash object (Node ≥ 20.12); fall back where it is missing. */
@@ -66,6 +102,10 @@ const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
  * client, and its Authorization header goes upstream unread. A bearer token is a JWT when the
  * config has identity.jwt, unless API keys may also come as bearer tokens and this one does not
  * look like a JWT. Resolves synchronously except for a JWT not verified before.
+ *
+ * An `Authorization: Bearer` this gateway reads (bearer keys or JWTs configured) but cannot parse
+ * (`Bearer a b`, `Bearer` alone) is a 401: falling through to anonymous would forward a
+ * credential nobody checked. Other schemes (Basic, Digest, …) are the upstream's and pass unread.
  */
 export function identifyCaller(
   headers: IncomingHttpHeaders,
@@ -73,9 +113,17 @@ export function identifyCaller(
   rt: Runtime,
 ): Identification | Promise<Identification> {
   const jwt = rt.identity.jwt;
-  if (jwt && headers[rt.identity.header] === undefined && headers.authorization !== undefined) {
-    const token = BEARER.exec(headers.authorization)?.[1];
-    if (token !== undefined && (!rt.identity.bearer || JWT_SHAPE.test(token))) {
+  const auth = headers.authorization;
+  if (headers[rt.identity.header] === undefined && auth !== undefined && (jwt || rt.identity.bearer)) {
+    const token = BEARER.exec(auth)?.[1];
+    if (token === undefined && BEARER_SCHEME.test(auth)) {
+      return {
+        ok: false,
+        reason: "malformed_credential",
+        detail: "the Authorization header is not a readable Bearer credential (expected: Bearer <token>)",
+      };
+    }
+    if (jwt && token !== undefined && (!rt.identity.bearer || JWT_SHAPE.test(token))) {
       return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
     }
   }
@@ -97,7 +145,11 @@ function jwtCaller(result: JwtResult, ipKey: string, rt: Runtime): Identificatio
           : `the JWT names plan "${name}", which this gateway does not have`,
     };
   }
-  return { ok: true, caller: { kind: "client", id: client, plan, tenant, ipKey } };
+  return {
+    ok: true,
+    caller: { kind: "client", id: JWT_CLIENT_PREFIX + client, plan, tenant, ipKey },
+    credentialHeader: "authorization",
+  };
 }
 
 function identifyByKey(headers: IncomingHttpHeaders, ipKey: string, rt: Runtime): Identification {
@@ -113,6 +165,7 @@ function identifyByKey(headers: IncomingHttpHeaders, ipKey: string, rt: Runtime)
       return {
         ok: true,
         caller: { kind: "client", id: client.id, plan: client.plan, tenant: client.tenant, ipKey },
+        credentialHeader: headers[rt.identity.header] !== undefined ? rt.identity.header : "authorization",
       };
     if (rt.identity.onUnknown === "reject") {
       return { ok: false, reason: "unknown_key", detail: "the API key is not valid" };
@@ -127,5 +180,9 @@ function identifyByKey(headers: IncomingHttpHeaders, ipKey: string, rt: Runtime)
         : `an API key is required (header ${rt.identity.header}${rt.identity.bearer ? " or Authorization: Bearer" : ""})`,
     };
   }
-  return { ok: true, caller: { kind: "anonymous", plan: rt.anonymousPlan, ipKey } };
+  return {
+    ok: true,
+    caller: { kind: "anonymous", plan: rt.anonymousPlan, ipKey },
+    credentialHeader: undefined,
+  };
 }

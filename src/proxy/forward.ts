@@ -143,7 +143,14 @@ export function forward(f: ForwardRequest): void {
       const writeHead = () => {
         const out = clientResponseHeaders(headers);
         for (const name in f.responseHeaders) out[name] = f.responseHeaders[name]!;
-        res.writeHead(statusCode, out);
+        try {
+          res.writeHead(statusCode, out);
+        } catch {
+          // A header the gateway added cannot be sent (see sendProblem): the response goes
+          // out without them rather than never. Left to throw, undici would swallow the error
+          // and the request would hang with its lease and in-flight count held.
+          res.writeHead(statusCode, clientResponseHeaders(headers));
+        }
       };
       const hold = f.holdHead?.(headers);
       if (!hold) {

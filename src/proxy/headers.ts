@@ -18,6 +18,31 @@ const HOP_BY_HOP = new Set([
 /** Headers the gateway sets toward the upstream itself; the client's copies are dropped. */
 const SET_BY_GATEWAY = new Set(["host", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "via"]);
 
+/**
+ * Client-address headers other proxies and CDNs set. Only a trusted proxy may speak for its
+ * client: from anyone else they are forgeries an upstream might believe, so they are dropped.
+ */
+const CLIENT_ADDRESS = new Set(["forwarded", "x-real-ip", "true-client-ip"]);
+
+/**
+ * CGI, WSGI, Rack and PHP name a header `HTTP_` + its name upper-cased with `-` as `_`, so
+ * `Tollgate_Client` and `Tollgate-Client` are the same variable to them, and whichever comes
+ * last wins. A name with `_` that folds onto a header the gateway owns (identity, forwarding,
+ * request id, the API key header, hop-by-hop) is dropped, as nginx drops every such name.
+ */
+function foldsOntoOwned(lower: string, keyHeader: string): boolean {
+  const folded = lower.replace(/_/g, "-");
+  return (
+    SET_BY_GATEWAY.has(folded) ||
+    CLIENT_ADDRESS.has(folded) ||
+    HOP_BY_HOP.has(folded) ||
+    folded.startsWith("tollgate-") ||
+    folded.startsWith("x-forwarded-") ||
+    folded === "x-request-id" ||
+    folded === keyHeader
+  );
+}
+
 export const VIA = "1.1 tollgate";
 
 function connectionTokens(value: string | string[] | undefined): Set<string> | null {
@@ -48,6 +73,10 @@ export interface ForwardingContext {
   peerTrusted: boolean;
   identity: UpstreamIdentity;
   requestId: string;
+  /** The API key header (lower case): its `_` spellings are dropped too. */
+  keyHeader: string;
+  /** Headers to drop (lower case): the caller's credential under `hide_credentials`. */
+  hidden?: readonly string[] | undefined;
 }
 
 /**
@@ -66,6 +95,12 @@ export function upstreamRequestHeaders(
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || SET_BY_GATEWAY.has(lower) || named?.has(lower)) continue;
     if (lower.startsWith("tollgate-") || lower === "x-request-id") continue;
+    if (!ctx.peerTrusted && CLIENT_ADDRESS.has(lower)) continue;
+    // The gateway answers Expect: 100-continue itself, once the limits are decided (undici
+    // refuses to send the header anyway).
+    if (lower === "expect") continue;
+    if (lower.includes("_") && foldsOntoOwned(lower, ctx.keyHeader)) continue;
+    if (ctx.hidden?.includes(lower)) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   const priorFor = ctx.peerTrusted ? headers["x-forwarded-for"] : undefined;

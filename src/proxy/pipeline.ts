@@ -1,7 +1,7 @@
 // One request, one pass: normalise → route → caller → deny/exempt → limits → 429 | 503 | forward.
 // The runtime is read once at the start, so a reload never changes a request half-way.
 import { randomUUID } from "node:crypto";
-import { type IncomingMessage, ServerResponse } from "node:http";
+import { type IncomingMessage, type Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import type { Metrics, RequestDecision } from "../admin/metrics.js";
@@ -11,8 +11,16 @@ import type { CompiledRoute, Runtime } from "../config/compile.js";
 import { formatDuration } from "../config/units.js";
 import { problemFor, QUOTA_EXCEEDED, sendProblem, TEMPORARY_REDUCED_CAPACITY } from "../http/problem.js";
 import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
-import { type Caller, type Identification, identifyCaller } from "../identity/caller.js";
-import { resolveClientIp } from "../identity/forwarded.js";
+import { framingProblem } from "../http/request-framing.js";
+import type { AuthFailureThrottle } from "../identity/auth-failures.js";
+import {
+  type Caller,
+  type Identification,
+  identifyCaller,
+  isBadCredential,
+  presentsCredential,
+} from "../identity/caller.js";
+import { fieldLines, resolveClientIp } from "../identity/forwarded.js";
 import { ipKeyFor, type Peer, socketPeer } from "../identity/peer.js";
 import {
   type AppliedLimit,
@@ -26,12 +34,20 @@ import { normalizeTarget } from "../routing/normalize.js";
 import { forward } from "./forward.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
 import { extraUnits } from "./post-charge.js";
-import { isUpgrade, tunnel } from "./tunnel.js";
+import { tunnel } from "./tunnel.js";
+import { closeAfterAnswer, isWebSocketUpgrade, serveWithoutUpgrade } from "./upgrade.js";
+import type { UpstreamPools } from "./upstreams.js";
 
 /** Upgrade requests in flight: their client socket and the bytes read past the handshake. */
 const upgrades = new WeakMap<IncomingMessage, { socket: Socket; head: Buffer }>();
 
-import type { UpstreamPools } from "./upstreams.js";
+/**
+ * A WebSocket handshake must be decided and answered within this, or its socket is closed: Node
+ * no longer applies the server's timeouts to a socket it handed to an 'upgrade' listener.
+ */
+const HANDSHAKE_TIMEOUT_MS = 60_000;
+
+const EXPECT_CONTINUE = /^100-continue$/i;
 
 type AllowedDecision = Extract<LimitDecision, { kind: "allowed" }>;
 
@@ -47,6 +63,8 @@ export interface PipelineDeps {
   sustained: SustainedDenials;
   /** Open WebSocket tunnels (client sockets), closed by a shutdown after its grace. */
   tunnels: Set<Socket>;
+  /** Invalid credentials per client IP (identity.auth_failures); outlives reloads. */
+  authFailures: AuthFailureThrottle;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._\-:]{1,128}$/;
@@ -136,17 +154,21 @@ export function createPipeline(deps: PipelineDeps) {
   };
 
   /**
-   * An `Upgrade` request (WebSocket handshake): the same pipeline, answered on a response bound
-   * to the raw socket, and tunnelled instead of forwarded once admitted.
+   * An `Upgrade` request. A WebSocket handshake goes through the same pipeline, answered on a
+   * response bound to the raw socket, and is tunnelled instead of forwarded once admitted; any
+   * answer other than a tunnel closes the socket. Every other upgrade (h2c, …) is served as the
+   * plain HTTP/1.1 request it also is.
    */
-  function handleUpgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
-    if (!isUpgrade(req)) {
-      socket.destroy();
+  function handleUpgrade(req: IncomingMessage, socket: Socket, head: Buffer, server: Server): void {
+    if (!isWebSocketUpgrade(req)) {
+      serveWithoutUpgrade(server, req, socket, head);
       return;
     }
+    socket.setTimeout(HANDSHAKE_TIMEOUT_MS, () => socket.destroy());
     const res = new ServerResponse(req);
     res.assignSocket(socket);
     res.shouldKeepAlive = false;
+    res.once("finish", () => closeAfterAnswer(socket));
     upgrades.set(req, { socket, head });
     handle(req, res);
   }
@@ -171,10 +193,16 @@ export function createPipeline(deps: PipelineDeps) {
   return { handle, handleUpgrade };
 
   function handleRequest(rt: Runtime, req: IncomingMessage, res: ServerResponse, log: RequestLog): void {
-    const framing = framingProblem(req);
+    const framing = framingProblem(req.rawHeaders, req.headers, req.httpVersionMajor, req.httpVersionMinor);
     if (framing) {
-      reject(rt, res, log, "bad_request", "bad_path", framing, { connection: "close" });
+      reject(rt, res, log, "bad_request", framing.code, framing.detail, { connection: "close" });
       return;
+    }
+    // The server has a checkContinue listener, so Node never answers 100 Continue by itself:
+    // the body is invited only once the request is admitted (forwardAllowed). A refusal closes
+    // the connection rather than read a body the client may still send.
+    if (req.headers.expect !== undefined && EXPECT_CONTINUE.test(req.headers.expect)) {
+      res.shouldKeepAlive = false;
     }
     const target = normalizeTarget(req.url ?? "/");
     if (!target.ok) {
@@ -194,17 +222,29 @@ export function createPipeline(deps: PipelineDeps) {
       reject(rt, res, log, "bad_request", "bad_path", "the connection has no usable peer address");
       return;
     }
-    const ip = resolveClientIp(
-      peer.bytes,
-      headerText(req.headers[rt.identity.clientIpHeader]),
-      rt.identity.clientIpHeader,
-      rt.identity.trustedProxies,
-    );
     const peerTrusted =
       rt.identity.trustedProxies.size > 0 && rt.identity.trustedProxies.contains(peer.bytes);
+    const ip = peerTrusted
+      ? resolveClientIp(
+          peer.bytes,
+          // Forwarded is read line by line: a client's malformed line cannot reach into the
+          // line its proxy appended.
+          rt.identity.clientIpHeader === "forwarded"
+            ? fieldLines(req.rawHeaders, "forwarded")
+            : headerText(req.headers["x-forwarded-for"]),
+          rt.identity.clientIpHeader,
+          rt.identity.trustedProxies,
+        )
+      : peer.bytes;
+    const ipKey = ipKeyFor(ip, peer, rt.identity.ipv6Prefix);
+    const authFailures = rt.identity.authFailures;
 
     const withCaller = (identified: Identification): void => {
       if (!identified.ok) {
+        if (authFailures && isBadCredential(identified.reason)) {
+          deps.authFailures.recordFailure(ipKey, authFailures.windowMs, Date.now());
+          metrics.authFailures.labels(identified.reason).inc();
+        }
         reject(rt, res, log, "unauthorized", "unauthorized", identified.detail);
         return;
       }
@@ -283,6 +323,7 @@ export function createPipeline(deps: PipelineDeps) {
             target.path + target.query,
             responseHeaders,
             allowed,
+            route.hideCredentials ? hiddenCredentials(rt, req, identified.credentialHeader) : undefined,
           );
         if (allowed && allowed.delayMs > 0) waitForSlot(rt, res, log, allowed, send);
         else send();
@@ -319,7 +360,22 @@ export function createPipeline(deps: PipelineDeps) {
         );
     };
 
-    const identifying = identifyCaller(req.headers, ipKeyFor(ip, peer, rt.identity.ipv6Prefix), rt);
+    // An address that presented too many bad credentials is refused before its next one is
+    // even read: no key lookup, no JWT signature check.
+    if (authFailures && presentsCredential(req.headers, rt)) {
+      const blockedMs = deps.authFailures.blockedForMs(
+        ipKey,
+        authFailures.limit,
+        authFailures.windowMs,
+        Date.now(),
+      );
+      if (blockedMs > 0) {
+        metrics.authFailures.labels("throttled").inc();
+        sendAuthThrottled(rt, res, log, blockedMs, authFailures.limit);
+        return;
+      }
+    }
+    const identifying = identifyCaller(req.headers, ipKey, rt);
     if (identifying instanceof Promise) {
       identifying.then(
         (identified) => guarded(rt, res, log, () => withCaller(identified)),
@@ -400,6 +456,31 @@ export function createPipeline(deps: PipelineDeps) {
     complete(rt, log);
   }
 
+  /** Too many invalid credentials from this address: refused before its credential is read. */
+  function sendAuthThrottled(
+    rt: Runtime,
+    res: ServerResponse,
+    log: RequestLog,
+    blockedMs: number,
+    limit: number,
+  ) {
+    const retryAfter = ceilSeconds(blockedMs, 1);
+    log.decision = "auth_throttled";
+    log.status = 429;
+    sendProblem(
+      res,
+      {
+        type: QUOTA_EXCEEDED,
+        title: "Too Many Requests",
+        status: 429,
+        detail: `More than ${limit} invalid credentials came from this address; credentials from it are refused for ${retryAfter} s.`,
+        retry_after_seconds: retryAfter,
+      },
+      { "x-request-id": log.requestId, "retry-after": String(retryAfter) },
+    );
+    complete(rt, log);
+  }
+
   function sendUnavailable(
     rt: Runtime,
     res: ServerResponse,
@@ -436,6 +517,7 @@ export function createPipeline(deps: PipelineDeps) {
     pathAndQuery: string,
     responseHeaders: Record<string, string>,
     decision: AllowedDecision | null,
+    hidden: readonly string[] | undefined,
   ) {
     // Only requests decided by the shared store are post-charged there.
     const chargeable = decision && !decision.degraded ? decision : null;
@@ -445,6 +527,8 @@ export function createPipeline(deps: PipelineDeps) {
       peer: peer.text,
       peerTrusted,
       requestId: log.requestId,
+      keyHeader: rt.identity.header,
+      hidden,
       identity: {
         client: caller.kind === "client" ? caller.id : undefined,
         tenant: caller.kind === "client" ? caller.tenant : undefined,
@@ -465,6 +549,7 @@ export function createPipeline(deps: PipelineDeps) {
         headers,
         responseHeaders,
         open: deps.tunnels,
+        idleTimeoutMs: rt.config.tunnel_idle_timeout,
         onDone: (result) => {
           // A concurrency slot is held for the life of the socket.
           releaseLeases(log, decision);
@@ -476,6 +561,8 @@ export function createPipeline(deps: PipelineDeps) {
       });
       return;
     }
+    // Admitted: now the body may come (Expect: 100-continue, see handleRequest).
+    if (req.headers.expect !== undefined && EXPECT_CONTINUE.test(req.headers.expect)) res.writeContinue();
     forward({
       pool: deps.pools.get(upstream),
       upstream,
@@ -555,23 +642,6 @@ function describeLimitText(spec: LimitSpec): string {
   }
 }
 
-/**
- * What Node's parser lets through but RFC 9112 refuses: a Transfer-Encoding whose last coding is
- * not chunked (the body would run until the connection closes, read differently by every hop),
- * and an HTTP/1.1 request without Host.
- */
-const CHUNKED_LAST = /(?:^|,)[ \t]*chunked[ \t]*$/i;
-function framingProblem(req: IncomingMessage): string | null {
-  const te = req.headers["transfer-encoding"];
-  if (te !== undefined && !CHUNKED_LAST.test(te)) {
-    return "Transfer-Encoding must end with chunked; this request's body length is ambiguous";
-  }
-  if (req.headers.host === undefined && req.httpVersionMinor >= 1 && req.httpVersionMajor === 1) {
-    return "an HTTP/1.1 request needs a Host header";
-  }
-  return null;
-}
-
 /** Whether the request left less than 20 % of any limit it was admitted under. */
 function nearLimit(applied: readonly AppliedLimit[]): boolean {
   for (const a of applied) if (!a.spec.shadow && a.outcome.remaining < 0.2 * quota(a.spec)) return true;
@@ -584,4 +654,22 @@ function headerText(value: string | string[] | undefined): string | undefined {
 
 function round(ms: number): number {
   return Math.round(ms * 100) / 100;
+}
+
+/**
+ * The headers `hide_credentials` removes: the API key header always (an unknown key let through
+ * as anonymous is still a key), and Authorization when the caller was identified by it.
+ */
+function hiddenCredentials(
+  rt: Runtime,
+  req: IncomingMessage,
+  credentialHeader: string | undefined,
+): string[] {
+  const hidden = [rt.identity.header];
+  if (
+    credentialHeader === "authorization" ||
+    presentsCredential({ authorization: req.headers.authorization }, rt)
+  )
+    hidden.push("authorization");
+  return hidden;
 }

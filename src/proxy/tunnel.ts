@@ -1,13 +1,18 @@
-// WebSocket (and any HTTP/1.1 Upgrade) tunnelling. The handshake went through the same pipeline
-// as every request (route, caller, limits); here it is forwarded to the upstream, and once the
-// upstream answers 101 the two sockets are joined byte for byte. Either side closing closes the
-// other; the gateway's shutdown closes what is left after its grace.
+// WebSocket tunnelling (no other Upgrade is ever tunnelled: see upgrade.ts). The handshake went
+// through the same pipeline as every request (route, caller, limits); here it is forwarded to
+// the upstream, and once the upstream answers 101 the two sockets are joined byte for byte.
+// Either side closing closes the other, a FIN included (a half-closed tunnel would otherwise
+// hold its socket and its concurrency lease for good); a tunnel with no bytes either way for
+// `idleTimeoutMs` is closed; the gateway's shutdown closes what is left after its grace.
 import { type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { CompiledUpstream } from "../config/compile.js";
-import { sendProblem } from "../http/problem.js";
+import { problemFor, sendProblem } from "../http/problem.js";
 import { classifyUpstreamError, type ForwardResult, upstreamProblem } from "./forward.js";
 import { clientResponseHeaders } from "./headers.js";
+
+/** After one side sends FIN, how long the other may take to finish before both are closed. */
+const HALF_CLOSE_LINGER_MS = 2000;
 
 export interface TunnelRequest {
   upstream: CompiledUpstream;
@@ -24,12 +29,10 @@ export interface TunnelRequest {
   responseHeaders: Record<string, string>;
   /** Open tunnels, so a shutdown can close them. */
   open: Set<Socket>;
+  /** A tunnel with no bytes either way for this long is closed. */
+  idleTimeoutMs: number;
   /** Called once: when the handshake fails, or when the tunnel has closed. */
   onDone: (result: ForwardResult) => void;
-}
-
-export function isUpgrade(req: IncomingMessage): boolean {
-  return req.headers.upgrade !== undefined && /\bupgrade\b/i.test(String(req.headers.connection ?? ""));
 }
 
 export function tunnel(t: TunnelRequest): void {
@@ -48,7 +51,7 @@ export function tunnel(t: TunnelRequest): void {
     headers[name] = prior === undefined ? value : Array.isArray(prior) ? [...prior, value] : [prior, value];
   }
   headers.connection = "Upgrade";
-  headers.upgrade = String(t.req.headers.upgrade);
+  headers.upgrade = "websocket";
 
   const upstreamReq = request({
     host: url.hostname,
@@ -69,10 +72,27 @@ export function tunnel(t: TunnelRequest): void {
       finish({ status: 499, clientGone: true });
       return;
     }
+    // The upstream may only switch to what was asked for: anything else is not a WebSocket
+    // and would be a tunnel nobody checks.
+    if (
+      String(upRes.headers.upgrade ?? "")
+        .trim()
+        .toLowerCase() !== "websocket"
+    ) {
+      upSocket.destroy();
+      const problem = problemFor(
+        "upstream_unreachable",
+        `upstream "${t.upstream.name}" switched to a protocol other than websocket`,
+      );
+      t.responseHeaders.connection = "close";
+      sendProblem(t.res, problem, t.responseHeaders);
+      finish({ status: problem.status, failure: "error" });
+      return;
+    }
     const out = clientResponseHeaders(upRes.headers);
     for (const name in t.responseHeaders) out[name] = t.responseHeaders[name]!;
     out.connection = "Upgrade";
-    out.upgrade = String(upRes.headers.upgrade ?? t.req.headers.upgrade);
+    out.upgrade = "websocket";
     let head = "HTTP/1.1 101 Switching Protocols\r\n";
     for (const [name, value] of Object.entries(out)) {
       for (const v of Array.isArray(value) ? value : [value]) head += `${name}: ${v}\r\n`;
@@ -82,18 +102,31 @@ export function tunnel(t: TunnelRequest): void {
     if (t.head.length) upSocket.write(t.head);
 
     t.open.add(t.socket);
-    t.socket.setTimeout(0);
+    // Every byte either way passes through the client socket, and a socket's timer restarts
+    // on reads and writes alike: one timer measures the tunnel's idleness.
+    t.socket.setTimeout(t.idleTimeoutMs);
     t.socket.setNoDelay(true);
     upSocket.setNoDelay(true);
+    upSocket.setTimeout(0);
     t.socket.pipe(upSocket);
     upSocket.pipe(t.socket);
     // Either side going away ends the tunnel: the other side is closed with it.
+    let linger: NodeJS.Timeout | undefined;
     const close = () => {
+      clearTimeout(linger);
       t.socket.destroy();
       upSocket.destroy();
       t.open.delete(t.socket);
       finish({ status: 101 });
     };
+    // A FIN from either side: pipe() passes it on; the tunnel ends when the other side closes
+    // too, or after a short linger if it does not.
+    const halfClosed = () => {
+      linger ??= setTimeout(close, HALF_CLOSE_LINGER_MS);
+    };
+    t.socket.once("end", halfClosed);
+    upSocket.once("end", halfClosed);
+    t.socket.once("timeout", close);
     t.socket.once("close", close);
     upSocket.once("close", close);
     t.socket.on("error", close);
@@ -106,10 +139,21 @@ export function tunnel(t: TunnelRequest): void {
     const out = clientResponseHeaders(upRes.headers);
     for (const name in t.responseHeaders) out[name] = t.responseHeaders[name]!;
     out.connection = "close";
-    t.res.writeHead(upRes.statusCode ?? 502, out);
+    try {
+      t.res.writeHead(upRes.statusCode ?? 502, out);
+    } catch {
+      // A header that cannot be sent (see sendProblem): without the gateway's headers, never a
+      // throw out of a socket event.
+      const plain = clientResponseHeaders(upRes.headers);
+      plain.connection = "close";
+      t.res.writeHead(upRes.statusCode ?? 502, plain);
+    }
     upRes.pipe(t.res);
     upRes.on("end", () => finish({ status: upRes.statusCode ?? 502 }));
-    upRes.on("error", () => finish({ status: upRes.statusCode ?? 502, failure: "reset" }));
+    upRes.on("error", () => {
+      t.socket.destroy();
+      finish({ status: upRes.statusCode ?? 502, failure: "reset" });
+    });
   });
 
   upstreamReq.on("timeout", () =>

@@ -1,7 +1,8 @@
 // JWT callers through a real gateway: the token's claims choose client, tenant and plan; a bad
 // token is a 401 that says why; an API key beside a JWT wins; key files reload with the config.
 import { generateKeyPairSync } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { exportJWK, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -65,7 +66,7 @@ describe("JWT callers", () => {
     expect(r.status).toBe(200);
     expect(r.headers["ratelimit-policy"]).toContain('"pro.global";q=50');
     const seen = upstream.received.at(-1)!;
-    expect(seen.headers["tollgate-client"]).toBe("user-7");
+    expect(seen.headers["tollgate-client"]).toBe("jwt:user-7");
     expect(seen.headers["tollgate-tenant"]).toBe("acme");
     expect(seen.headers["tollgate-plan"]).toBe("pro");
   });
@@ -159,6 +160,115 @@ describe("JWT key files", () => {
       });
       expect(refused.status).toBe(401);
       expect(refused.json<{ detail: string }>().detail).toContain("kid");
+    } finally {
+      await gateway.stop(500);
+    }
+  });
+
+  /** A token of the `pro` plan (burst 50), so the checks below never run into a limit. */
+  const signPro = (kid: string, key = privateKey) =>
+    new SignJWT({ sub: "svc", tier: "pro", iss: "https://auth.example.com", aud: "api", exp: now() + 300 })
+      .setProtectedHeader({ alg: "RS256", kid })
+      .sign(key);
+
+  /**
+   * Starts a watching gateway on `file`. `reloaded()` waits until the running config's version
+   * changes (the watch debounces for 200 ms); `statuses` answers the status of each token.
+   */
+  async function watchingGateway(file: string) {
+    const gateway = await Gateway.start({
+      configFile: file,
+      env: {},
+      logger: createLogger("warn", new LogSink()),
+    });
+    const url = `http://127.0.0.1:${gateway.proxyAddress!.port}`;
+    const statuses = async (...tokens: string[]) => {
+      const out: number[] = [];
+      for (const t of tokens) {
+        out.push((await send(url, { path: "/x", headers: { authorization: `Bearer ${t}` } })).status);
+      }
+      return out;
+    };
+    let seen = gateway.currentRuntime.version;
+    const reloaded = async (what: string) => {
+      const deadline = Date.now() + 3000;
+      while (gateway.currentRuntime.version === seen) {
+        if (Date.now() > deadline) throw new Error(`${what}: no reload within 3 s`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      seen = gateway.currentRuntime.version;
+    };
+    return { gateway, statuses, reloaded };
+  }
+
+  const jwksOf = async (kid: string, key = publicKey) =>
+    JSON.stringify({ keys: [{ ...(await exportJWK(key)), kid, alg: "RS256" }] });
+
+  it.each([
+    ["in the config's directory", (configDir: string) => join(configDir, "jwks.json")],
+    ["in another directory", () => join(mkdtempSync(join(tmpdir(), "tollgate-keys-")), "jwks.json")],
+  ])(
+    "a jwks_file %s reloads when it changes, without SIGHUP: a new key works, a removed one is refused",
+    async (_where, place) => {
+      const file = writeConfig(config(upstream.url, "    jwks_file: PLACEHOLDER"));
+      const jwksFile = place(dirname(file));
+      writeFileSync(file, readFileSync(file, "utf8").replace("PLACEHOLDER", jwksFile));
+      writeFileSync(jwksFile, await jwksOf("k1"));
+      const { gateway, statuses, reloaded } = await watchingGateway(file);
+      try {
+        const next = generateKeyPairSync("rsa", { modulusLength: 2048 });
+        const [old, rotated] = [await signPro("k1"), await signPro("k2", next.privateKey)];
+        expect(await statuses(old, rotated)).toEqual([200, 401]);
+        // Replaced the way editors and deploy tools do: a sibling renamed over it. The YAML does
+        // not change; the version (which covers the key file) does.
+        writeFileSync(`${jwksFile}.tmp`, await jwksOf("k2", next.publicKey));
+        renameSync(`${jwksFile}.tmp`, jwksFile);
+        await reloaded("after the JWKS was replaced");
+        expect(await statuses(old, rotated)).toEqual([401, 200]);
+        // Written in place, too.
+        writeFileSync(jwksFile, await jwksOf("k1"));
+        await reloaded("after the JWKS was rewritten");
+        expect(await statuses(old, rotated)).toEqual([200, 401]);
+      } finally {
+        await gateway.stop(500);
+      }
+    },
+  );
+
+  it("a public_key_file reloads when it changes, without SIGHUP", async () => {
+    const file = writeConfig(config(upstream.url, "    public_key_file: jwt.pem"));
+    const pem = join(dirname(file), "jwt.pem");
+    writeFileSync(pem, publicKey.export({ type: "spki", format: "pem" }));
+    const { gateway, statuses, reloaded } = await watchingGateway(file);
+    try {
+      const next = generateKeyPairSync("rsa", { modulusLength: 2048 });
+      const [old, rotated] = [await signPro("any"), await signPro("any", next.privateKey)];
+      expect(await statuses(old, rotated)).toEqual([200, 401]);
+      writeFileSync(pem, next.publicKey.export({ type: "spki", format: "pem" }));
+      await reloaded("after the PEM changed");
+      expect(await statuses(old, rotated)).toEqual([401, 200]);
+    } finally {
+      await gateway.stop(500);
+    }
+  });
+
+  it("a reload that names another key file watches that one instead", async () => {
+    const file = writeConfig(config(upstream.url, "    jwks_file: a/jwks.json"));
+    const dir = dirname(file);
+    mkdirSync(join(dir, "a"));
+    mkdirSync(join(dir, "b"));
+    writeFileSync(join(dir, "a", "jwks.json"), await jwksOf("k1"));
+    writeFileSync(join(dir, "b", "jwks.json"), await jwksOf("k1"));
+    const { gateway, statuses, reloaded } = await watchingGateway(file);
+    try {
+      const next = generateKeyPairSync("rsa", { modulusLength: 2048 });
+      const [old, rotated] = [await signPro("k1"), await signPro("k2", next.privateKey)];
+      writeFileSync(file, readFileSync(file, "utf8").replace("a/jwks.json", "b/jwks.json"));
+      await reloaded("after the config named b/jwks.json");
+      expect(gateway.currentRuntime.keyFile).toBe(join(dir, "b", "jwks.json"));
+      writeFileSync(join(dir, "b", "jwks.json"), await jwksOf("k2", next.publicKey));
+      await reloaded("after b/jwks.json changed");
+      expect(await statuses(old, rotated)).toEqual([401, 200]);
     } finally {
       await gateway.stop(500);
     }

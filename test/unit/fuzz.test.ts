@@ -2,9 +2,12 @@
 // fast-check drives arbitrary strings, byte soups and near-miss spellings through them.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { compileRuntime } from "../../src/config/compile.js";
 import { substituteEnv } from "../../src/config/env.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { parseDuration, parseRate, parseSize } from "../../src/config/units.js";
+import { framingProblem, MAX_REQUEST_HEADERS } from "../../src/http/request-framing.js";
+import { type Identification, identifyCaller } from "../../src/identity/caller.js";
 import {
   parseForwarded,
   parseNode,
@@ -12,6 +15,7 @@ import {
   resolveClientIp,
 } from "../../src/identity/forwarded.js";
 import { CidrSet, formatIp, parseCidr, parseIp } from "../../src/identity/ip.js";
+import { plainRequestHead } from "../../src/proxy/upgrade.js";
 import { normalizeTarget } from "../../src/routing/normalize.js";
 
 const RUNS = { numRuns: 1000 };
@@ -68,6 +72,9 @@ const forwardy = fc.oneof(
     maxLength: 30,
   }),
   fc.string({ unit: "binary", maxLength: 60 }),
+  // Huge and non-ASCII.
+  fc.string({ unit: "grapheme", maxLength: 200 }),
+  fc.string({ unit: fc.constantFrom("1.2.3.4, ", '"', "\\", "é", "%"), minLength: 500, maxLength: 4000 }),
 );
 
 describe("never throws on hostile input", () => {
@@ -101,6 +108,146 @@ describe("never throws on hostile input", () => {
         for (const hop of [...parseXForwardedFor(value), ...parseForwarded(value), parseNode(value)]) {
           if (hop !== null) expect(hop.length === 4 || hop.length === 16).toBe(true);
         }
+      }),
+      RUNS,
+    );
+  });
+
+  it("Forwarded: nothing a client writes before its proxy's element can replace it", () => {
+    // The client controls everything left of the element our trusted proxy appends (unbalanced
+    // quotes, escapes, commas, semicolons, non-ASCII, huge values); the proxy appends a
+    // well-formed `for=` with an untrusted address. That address must be the caller whatever
+    // came before, whether the proxy appended a field line or extended the client's line.
+    const proxies = new CidrSet(["127.0.0.0/8", "10.0.0.0/8"].map((c) => parseCidr(c)!));
+    const peer = parseIp("127.0.0.1")!;
+    const clientText = fc.oneof(
+      fc.string({
+        unit: fc.constantFrom('"', "\\", ",", ";", "=", "for", "10.0.0.7", " ", "[", "]", ":", "é", "\u0000"),
+        maxLength: 40,
+      }),
+      fc.string({ maxLength: 3000 }),
+    );
+    const real = fc.tuple(fc.integer({ min: 11, max: 99 }), fc.integer({ min: 0, max: 255 }));
+    fc.assert(
+      fc.property(clientText, real, fc.boolean(), fc.boolean(), (client, [a, b], sameLine, quote) => {
+        const address = `${a}.${b}.7.8`;
+        const element = quote ? `for="${address}"` : `for=${address}`;
+        const value = sameLine ? [`${client}, ${element}`] : [client, element];
+        expect(formatIp(resolveClientIp(peer, value, "forwarded", proxies))).toBe(address);
+      }),
+      RUNS,
+    );
+  });
+
+  it("Authorization: a caller only for the exact key, a refusal otherwise, never an exception", async () => {
+    const loaded = loadConfigText(
+      `store: { url: "memory://" }
+upstreams: { api: http://127.0.0.1:1 }
+identity:
+  api_key: { bearer: true }
+  jwt: { secret: "an-hs256-secret-of-at-least-32-characters!", default_plan: p }
+clients: [{ id: alice, key: key-alice, plan: p }]
+plans: { anonymous: {}, p: {} }
+routes: [{ name: default, match: { path: / }, upstream: api }]
+`,
+      "gw.yaml",
+      {},
+    );
+    if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
+    const rt = compileRuntime(loaded.config, { file: "gw.yaml", version: "1", jwt: loaded.jwt });
+    const auth = fc.oneof(
+      fc.string({
+        unit: fc.constantFrom(
+          "Bearer",
+          "bearer",
+          " ",
+          "\t",
+          "key-alice",
+          ".",
+          "eyJ",
+          "a",
+          '"',
+          "\\",
+          "é",
+          "=",
+        ),
+        maxLength: 12,
+      }),
+      fc.string({ unit: "binary", maxLength: 200 }),
+      fc.string({ minLength: 5000, maxLength: 20_000 }).map((t) => `Bearer ${t}`),
+    );
+    await fc.assert(
+      fc.asyncProperty(auth, async (authorization) => {
+        const result: Identification = await identifyCaller({ authorization }, "ip:1.2.3.4", rt);
+        if (result.ok && result.caller.kind === "client") {
+          // Only the exact key, or a token the secret signed (which random text never is).
+          expect(authorization).toMatch(/^Bearer[ \t]+key-alice[ \t]*$/i);
+          expect(result.caller.id).toBe("alice");
+        } else if (!result.ok) {
+          expect(result.detail.length).toBeGreaterThan(0);
+        }
+        // A readable Bearer credential is never silently anonymous.
+        if (result.ok && result.caller.kind === "anonymous")
+          expect(authorization).not.toMatch(/^Bearer(\s|$)/i);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("request framing: a refusal or null for any head, and a 431 past the field count", () => {
+    const name = fc.constantFrom(
+      "Host",
+      "host",
+      "HOST",
+      "Authorization",
+      "authorization",
+      "X-A",
+      "Transfer-Encoding",
+    );
+    const value = fc.string({ unit: fc.constantFrom("chunked", ",", " ", "gzip", "x", "é"), maxLength: 6 });
+    fc.assert(
+      fc.property(fc.array(fc.tuple(name, value), { maxLength: 120 }), fc.boolean(), (fields, http11) => {
+        const raw = fields.flat();
+        const headers: Record<string, string> = {};
+        for (const [n, v] of fields) headers[n.toLowerCase()] ??= v;
+        const r = framingProblem(raw, headers, 1, http11 ? 1 : 0);
+        const hosts = fields.filter(([n]) => n.toLowerCase() === "host").length;
+        const auths = fields.filter(([n]) => n.toLowerCase() === "authorization").length;
+        if (fields.length > MAX_REQUEST_HEADERS) expect(r?.code).toBe("headers_too_large");
+        else if (hosts > 1 || auths > 1) expect(r?.code).toBe("bad_path");
+        if (r === null) expect(hosts <= 1 && auths <= 1 && fields.length <= MAX_REQUEST_HEADERS).toBe(true);
+      }),
+      RUNS,
+    );
+  });
+
+  it("an upgrade served plain: the rebuilt head never asks to upgrade and keeps every other field", () => {
+    const token = fc.string({ unit: fc.constantFrom("a", "B", "-", "_", "1"), minLength: 1, maxLength: 8 });
+    const name = fc.oneof(
+      token,
+      fc.constantFrom("Upgrade", "upgrade", "HTTP2-Settings", "Connection", "Host"),
+    );
+    const value = fc.string({
+      unit: fc.constantFrom("h2c", "Upgrade", "upgrade", ",", " ", "HTTP2-Settings", "keep-alive", "x", "é"),
+      maxLength: 8,
+    });
+    fc.assert(
+      fc.property(fc.array(fc.tuple(name, value), { maxLength: 30 }), (fields) => {
+        const head = plainRequestHead("GET", "/a?b", 1, fields.flat());
+        expect(head.startsWith("GET /a?b HTTP/1.1\r\n")).toBe(true);
+        expect(head.endsWith("\r\n\r\n")).toBe(true);
+        const lines = head.slice(0, -4).split("\r\n").slice(1);
+        for (const line of lines) {
+          const [n, v] = [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 2)];
+          expect(["upgrade", "http2-settings"]).not.toContain(n.toLowerCase());
+          if (n.toLowerCase() === "connection") {
+            expect(v.split(",").map((t) => t.trim().toLowerCase())).not.toContain("upgrade");
+          }
+        }
+        const kept = fields.filter(
+          ([n]) => !["upgrade", "http2-settings", "connection"].includes(n.toLowerCase()),
+        );
+        for (const [n, v] of kept) expect(lines).toContain(`${n}: ${v}`);
       }),
       RUNS,
     );

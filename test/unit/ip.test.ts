@@ -100,6 +100,30 @@ describe("forwarding headers", () => {
     expect(resolve("127.0.0.1", "for=1.1.1.1, for=unknown", "forwarded")).toBe("127.0.0.1");
   });
 
+  // Issue 13.4: an open quote swallowed the element the trusted proxy appended, and the client's
+  // own for= became the caller.
+  it("an unterminated quote never hides what the trusted proxy appended", () => {
+    const joined = 'for=10.0.0.7;x=", for=5.6.7.8';
+    expect(resolve("127.0.0.1", joined, "forwarded")).toBe("5.6.7.8");
+    const lines = ['for=10.0.0.7;x="', "for=5.6.7.8"];
+    expect(fmt(resolveClientIp(peerBytes("127.0.0.1"), lines, "forwarded", proxies))).toBe("5.6.7.8");
+    // The proxy's own line quotes its value: parsed on its own, it still wins.
+    const quoted = ['for=10.0.0.7;x="', 'for="[2001:db8::1]:4711"'];
+    expect(fmt(resolveClientIp(peerBytes("127.0.0.1"), quoted, "forwarded", proxies))).toBe("2001:db8::1");
+    // Malformed and trusted-looking to the left of a real address: the walk stops at the address.
+    expect(parseForwarded('for=10.0.0.7;x="a, for=5.6.7.8, for=9.9.9.9').map(fmt)).toEqual([
+      null,
+      "5.6.7.8",
+      "9.9.9.9",
+    ]);
+    // The proxy extended the client's line with a quoted value.
+    expect(parseForwarded('for=10.0.0.7;x=", for="5.6.7.8"').map(fmt)).toEqual([null, "5.6.7.8"]);
+    // An escaped quote does not close the string.
+    expect(parseForwarded('for=10.0.0.7;x="\\", for=5.6.7.8').map(fmt)).toEqual([null, "5.6.7.8"]);
+    // Two for= in one element: neither is believed.
+    expect(parseForwarded("for=10.0.0.7;for=5.6.7.8").map(fmt)).toEqual([null]);
+  });
+
   it("with no trusted proxies, always the peer", () => {
     expect(
       fmt(

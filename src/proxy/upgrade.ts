@@ -1,0 +1,86 @@
+// Which `Upgrade` requests may become tunnels, and what happens to the rest.
+//
+// Only WebSocket is tunnelled. Any other protocol switch (h2c above all: `curl --http2` offers
+// `Upgrade: h2c` with `HTTP2-Settings`) would hand the connection to the upstream, and every
+// later request on it would reach the upstream unchecked. RFC 9110 §7.8 lets a server ignore
+// an Upgrade it does not want, so such a request is served as the plain HTTP/1.1 request it
+// also is, without the Upgrade and HTTP2-Settings fields.
+//
+// Node detaches a socket from its HTTP parser as soon as a request asks to upgrade and the
+// server listens for 'upgrade', so the plain request is handed back by rebuilding its head
+// without those fields and injecting the socket into the server again (documented for
+// 'connection'). The parser then reads it, its body and anything pipelined after it exactly
+// as it reads any other request.
+import type { IncomingMessage, Server } from "node:http";
+import type { Socket } from "node:net";
+
+/** A WebSocket opening handshake (RFC 6455 §4.1): GET with `Upgrade: websocket`, nothing else. */
+export function isWebSocketUpgrade(req: Pick<IncomingMessage, "method" | "headers">): boolean {
+  const upgrade = req.headers.upgrade;
+  return req.method === "GET" && typeof upgrade === "string" && upgrade.trim().toLowerCase() === "websocket";
+}
+
+/** Fields that only make sense with the switch the gateway refuses. */
+const DROPPED = new Set(["upgrade", "http2-settings"]);
+
+/**
+ * The request's head without the upgrade: Upgrade and HTTP2-Settings removed, and their tokens
+ * removed from Connection (which is dropped if nothing else is left in it). Header names and
+ * values come from Node's parser, which refuses CR, LF and NUL in them, so nothing can be
+ * injected by writing them back.
+ */
+export function plainRequestHead(
+  method: string,
+  target: string,
+  httpVersionMinor: number,
+  rawHeaders: readonly string[],
+): string {
+  let head = `${method} ${target} HTTP/1.${httpVersionMinor}\r\n`;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    const lower = name.toLowerCase();
+    if (DROPPED.has(lower)) continue;
+    let value = rawHeaders[i + 1]!;
+    if (lower === "connection") {
+      value = value
+        .split(",")
+        .map((t) => t.trim())
+        .filter((t) => t !== "" && !DROPPED.has(t.toLowerCase()))
+        .join(", ");
+      if (value === "") continue;
+    }
+    head += `${name}: ${value}\r\n`;
+  }
+  return `${head}\r\n`;
+}
+
+/** Hands a non-WebSocket upgrade request back to `server` as a plain HTTP/1.1 request. */
+export function serveWithoutUpgrade(
+  server: Server,
+  req: IncomingMessage,
+  socket: Socket,
+  head: Buffer,
+): void {
+  const rebuilt = Buffer.from(
+    plainRequestHead(req.method ?? "GET", req.url ?? "/", req.httpVersionMinor, req.rawHeaders),
+    "latin1",
+  );
+  socket.unshift(head.length ? Buffer.concat([rebuilt, head]) : rebuilt);
+  server.emit("connection", socket);
+}
+
+/** How long a client may keep a refused handshake's socket open after its answer. */
+const LINGER_MS = 2000;
+
+/**
+ * Closes a socket that has had its answer: FIN now, and a forced close if the client does not
+ * close its side in time. Without it a refused handshake (401, 404, 429, an upstream's non-101)
+ * leaves the socket open for good, since Node no longer manages it.
+ */
+export function closeAfterAnswer(socket: Socket): void {
+  if (socket.destroyed) return;
+  socket.end();
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+  timer.unref();
+  socket.once("close", () => clearTimeout(timer));
+}
