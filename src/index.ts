@@ -5,13 +5,30 @@ export { loadConfigFile, loadConfigText } from "./config/load.js";
 export { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
 export type { Config } from "./config/schema.js";
 export {
+  LimitDefinitionError,
+  StoreUnavailableError,
+  type StoreUnavailableReason,
+  TollgateError,
+  type TollgateErrorCode,
+  UnknownLimitError,
+} from "./errors.js";
+export {
   type CheckOptions,
+  type ConcurrencyLimit,
   type CreateLimiterOptions,
   createLimiter,
+  type DenyAllLimit,
+  type DurationString,
+  type LeakyBucketLimit,
   type LimitDefinition,
   type Limiter,
   type LimiterDecision,
   type LimitResult,
+  type RateString,
+  type TokenBucketLimit,
+  type TokenBucketQuotaLimit,
+  type UnlimitedLimit,
+  type WindowLimit,
 } from "./limits/create-limiter.js";
 export type {
   LimitCheck,

@@ -3,7 +3,7 @@
 // otherwise backs off exponentially with full jitter. It retries only methods that are safe to
 // repeat unless told otherwise, never more than `maxAttempts` times or past `maxElapsedMs`, never
 // sooner than `minDelayMs`, and stops waiting the moment the caller's AbortSignal fires.
-// No dependencies and nothing Node-specific: it runs in Node 20+ and in browsers.
+// It imports nothing and uses nothing Node-specific: it runs in Node 20+ and in browsers.
 
 export interface RetryOptions {
   /** Attempts in all, the first included (default 4). */

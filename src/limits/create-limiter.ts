@@ -1,14 +1,157 @@
 // The library surface (SPEC §5): named limits, checked for a key with a cost, without the proxy.
 // Limits are written as in the YAML (`{ rate: "5/s", burst: 10 }`, `{ algorithm:
-// "sliding_window", limit: 5, window: "15m" }`) and validated by the same schema.
+// "sliding_window", limit: 5, window: "15m" }`), typed per algorithm below and validated at run
+// time by the same schema and checks as the config file.
+import type { z } from "zod";
 import { checkLimit } from "../config/checks.js";
 import { compileLimit } from "../config/compile.js";
+import { suggest } from "../config/problems.js";
 import { limitSchema } from "../config/schema.js";
-import { holdLeases, keyPart, leaseOf, nextLeaseId } from "./limiter.js";
-import { type LimitSpec, quota } from "./spec.js";
+import { LimitDefinitionError, StoreUnavailableError, UnknownLimitError } from "../errors.js";
+import { classifyStoreError, holdLeases, keyPart, leaseOf, nextLeaseId } from "./limiter.js";
+import { type LimitCheck, type LimitSpec, quota, type StoreDecision } from "./spec.js";
 import type { Store } from "./store.js";
 
-export type LimitDefinition = Parameters<typeof limitSchema.parse>[0];
+/** A rate: units per second, minute, hour or day, e.g. `"5/s"`, `"100/m"`, `"1000/h"`, `"5000/d"`. */
+export type RateString = `${number}/${"s" | "m" | "h" | "d"}`;
+/** A duration, e.g. `"250ms"`, `"5s"`, `"15m"`, `"1h"`, `"1d"`. */
+export type DurationString = `${number}${"ms" | "s" | "m" | "h" | "d"}`;
+
+interface LimitCommon {
+  /** Evaluate and count, never deny (roll a new limit out, watch it, then drop `shadow`). */
+  shadow?: boolean;
+}
+
+/** Token bucket (the default algorithm): a burst of `burst`, refilled at `rate`. */
+export interface TokenBucketLimit extends LimitCommon {
+  algorithm?: "token_bucket";
+  /** Refill rate, e.g. `"5/s"`. */
+  rate: RateString;
+  /** Bucket capacity: how many may pass at once (at least 1). */
+  burst: number;
+  /** Tokens reserved at a time from the store, for very hot keys (at least 2, at most `burst`). */
+  batch?: number;
+}
+
+/** Token bucket written as a quota: a burst of `limit`, refilled evenly over `window`. */
+export interface TokenBucketQuotaLimit extends LimitCommon {
+  algorithm?: "token_bucket";
+  /** Requests per window (0 denies every request). */
+  limit: number;
+  /** The window `limit` is refilled over, e.g. `"1h"`. */
+  window: DurationString;
+  /** Tokens reserved at a time from the store, for very hot keys (at least 2, at most `limit`). */
+  batch?: number;
+}
+
+/**
+ * At most `limit` per `window`: `sliding_window` exactly (memory grows with `limit`),
+ * `sliding_window_counter` approximately in O(1), `fixed_window` per clock-aligned window.
+ */
+export interface WindowLimit extends LimitCommon {
+  algorithm: "sliding_window" | "sliding_window_counter" | "fixed_window";
+  /** Requests per window (0 denies every request). */
+  limit: number;
+  /** e.g. `"15m"`. */
+  window: DurationString;
+}
+
+/** `limit: 0`: every check is denied; no window needed. */
+export interface DenyAllLimit extends LimitCommon {
+  algorithm?: "token_bucket" | "sliding_window" | "sliding_window_counter" | "fixed_window";
+  limit: 0;
+  window?: DurationString;
+}
+
+/**
+ * Leaky bucket: one unit leaves every `1/rate`; up to `queue` more may wait. An allowed
+ * decision's `delayMs` is how long to wait before doing the work.
+ */
+export interface LeakyBucketLimit extends LimitCommon {
+  algorithm: "leaky_bucket";
+  /** How fast the queue drains, e.g. `"10/s"`. */
+  rate: RateString;
+  /** How many may wait for their slot. */
+  queue: number;
+}
+
+/**
+ * At most `max_in_flight` at once per key, across every process sharing the store. An allowed
+ * decision holds a slot until its `release()` (or until `lease` passes without renewal).
+ */
+export interface ConcurrencyLimit extends LimitCommon {
+  algorithm: "concurrency";
+  /** Slots per key (at least 1). */
+  max_in_flight: number;
+  /** How long a slot outlives a process that died holding it (default `"60s"`). */
+  lease?: DurationString;
+}
+
+/** Never limited: checks always allow it (a placeholder in a table of limits). */
+export interface UnlimitedLimit {
+  unlimited: true;
+}
+
+/** One limit, in the shapes of the YAML's limits, one per algorithm. */
+export type LimitDefinition =
+  | TokenBucketLimit
+  | TokenBucketQuotaLimit
+  | WindowLimit
+  | DenyAllLimit
+  | LeakyBucketLimit
+  | ConcurrencyLimit
+  | UnlimitedLimit;
+
+// The type above must stay a shape the schema accepts: a definition that type-checks parses.
+type SchemaInput = z.input<typeof limitSchema>;
+type Accepted<T extends SchemaInput> = T;
+type _FitsTheSchema = Accepted<LimitDefinition>;
+
+const LIMIT_KEYS = Object.keys(limitSchema.shape);
+const ALGORITHMS = limitSchema.shape.algorithm.unwrap().options;
+
+function didYouMean(word: string, known: readonly string[]): string {
+  const hint = suggest(word, known);
+  if (hint) return `; did you mean "${hint}"?`;
+  return `; expected one of: ${known.join(", ")}`;
+}
+
+/** What is wrong with a definition, in the words of `tollgate --check`. */
+function definitionProblems(definition: unknown): {
+  problems: string[];
+  parsed?: z.output<typeof limitSchema>;
+} {
+  const parsed = limitSchema.safeParse(definition);
+  if (!parsed.success) {
+    return {
+      problems: parsed.error.issues.flatMap((issue) => {
+        const at = issue.path.map(String).join(".");
+        if (issue.code === "unrecognized_keys") {
+          return issue.keys.map((key) => `unknown key "${key}"${didYouMean(key, LIMIT_KEYS)}`);
+        }
+        if (issue.code === "invalid_type" && at === "") {
+          return [`expected a limit such as { rate: "5/s", burst: 10 }, not ${describe(definition)}`];
+        }
+        if (issue.code === "invalid_value" && at === "algorithm") {
+          const given = (definition as { algorithm?: unknown }).algorithm;
+          return [
+            `algorithm: ${JSON.stringify(given)} is not an algorithm${didYouMean(String(given), ALGORITHMS)}`,
+          ];
+        }
+        return [`${at || "limit"}: ${issue.message}`];
+      }),
+    };
+  }
+  const problems: string[] = [];
+  checkLimit([], parsed.data, (_path, message) => problems.push(message));
+  return { problems, parsed: parsed.data };
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "an array";
+  return typeof value === "string" ? JSON.stringify(value) : `${typeof value} ${String(value)}`;
+}
 
 export interface LimitResult {
   name: string;
@@ -46,7 +189,9 @@ export type LimiterDecision =
     };
 
 export interface CreateLimiterOptions {
+  /** A MemoryStore (one process) or a RedisStore (shared); the caller closes it when done. */
   store: Store;
+  /** Limits by name; the name appears in decisions and store keys. */
   limits: Record<string, LimitDefinition>;
   /** Key prefix in the store (default "tollgate:"). */
   prefix?: string;
@@ -60,40 +205,52 @@ export interface CheckOptions {
 }
 
 export interface Limiter {
-  /** Decides every applicable limit for `key` atomically: if any denies, none is consumed. */
+  /**
+   * Decides every applicable limit for `key` atomically: if any denies, none is consumed.
+   * Rejects with StoreUnavailableError (`code` "TOLLGATE_STORE_UNAVAILABLE", the store's error
+   * as `cause`) when the store cannot answer, and UnknownLimitError for a name not in `limits`.
+   */
   check(key: string, options?: CheckOptions): Promise<LimiterDecision>;
 }
+
+const noRelease = () => Promise.resolve();
 
 export function createLimiter(options: CreateLimiterOptions): Limiter {
   const prefix = options.prefix ?? "tollgate:";
   const specs = new Map<string, LimitSpec>();
   for (const [name, definition] of Object.entries(options.limits)) {
-    const parsed = limitSchema.safeParse(definition);
-    if (!parsed.success) {
-      throw new TypeError(
-        `limit "${name}": ${parsed.error.issues.map((i) => `${i.path.join(".") || "limit"}: ${i.message}`).join("; ")}`,
-      );
-    }
-    const problems: string[] = [];
-    checkLimit([], parsed.data, (_path, message) => problems.push(message));
-    if (problems.length) throw new TypeError(`limit "${name}": ${problems.join("; ")}`);
-    const spec = compileLimit(name, parsed.data);
+    const { problems, parsed } = definitionProblems(definition);
+    if (problems.length || !parsed) throw new LimitDefinitionError(name, problems);
+    const spec = compileLimit(name, parsed);
     if (spec) specs.set(name, spec);
   }
+  const defined = Object.keys(options.limits);
+  const unavailable = (err: unknown) => new StoreUnavailableError(classifyStoreError(err), err);
 
   return {
     async check(key, checkOptions = {}) {
       const cost = checkOptions.cost ?? 1;
       const names = checkOptions.only ?? [...specs.keys()];
-      const checks = names.map((name) => {
+      const checks: LimitCheck[] = [];
+      for (const name of names) {
         const spec = specs.get(name);
-        if (!spec) throw new TypeError(`unknown limit "${name}"`);
+        if (!spec) {
+          if (defined.includes(name)) continue; // unlimited: true
+          throw new UnknownLimitError(name, suggest(name, defined));
+        }
         const limitKey = `${prefix}{${keyPart(key)}}:${name}`;
-        return spec.algorithm === "concurrency"
-          ? { key: limitKey, spec, cost, leaseId: nextLeaseId() }
-          : { key: limitKey, spec, cost };
-      });
-      const decision = await options.store.check(checks);
+        checks.push(
+          spec.algorithm === "concurrency"
+            ? { key: limitKey, spec, cost, leaseId: nextLeaseId() }
+            : { key: limitKey, spec, cost },
+        );
+      }
+      let decision: StoreDecision;
+      try {
+        decision = await options.store.check(checks);
+      } catch (err) {
+        throw unavailable(err);
+      }
       const limits = checks.map((c, i) => ({
         name: c.spec.name,
         limit: quota(c.spec),
@@ -102,7 +259,13 @@ export function createLimiter(options: CreateLimiterOptions): Limiter {
       const tightest = [...limits].sort((a, b) => a.remaining - b.remaining || b.resetMs - a.resetMs)[0];
       if (decision.allowed) {
         const leases = checks.flatMap((c) => leaseOf(c) ?? []);
-        const release = leases.length ? holdLeases(options.store, leases) : () => Promise.resolve();
+        const held = leases.length ? holdLeases(options.store, leases) : undefined;
+        const release = held
+          ? () =>
+              held().catch((err: unknown) => {
+                throw unavailable(err);
+              })
+          : noRelease;
         return {
           allowed: true,
           delayMs: Math.max(0, ...decision.outcomes.map((o) => o.delayMs ?? 0)),

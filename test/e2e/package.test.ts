@@ -1,0 +1,41 @@
+// What `npm install` of tollgate gives a newcomer: scripts/check-package.mjs packs a fresh copy
+// of the project and installs the tarball in an empty project (the bin, an ESM import, a
+// CommonJS require, the types). The quick variant runs here (about 20 s: this checkout's
+// node_modules instead of `npm ci`, no git install, npm's cache first and the registry only for
+// what the cache lacks). `npm run check:package` runs the whole of it.
+import { execFile } from "node:child_process";
+import { describe, expect, it } from "vitest";
+
+interface Figures {
+  tarballBytes: number;
+  fileCount: number;
+  dependencyPackages: number;
+  requireWarning: boolean;
+  tscMisspelling: string;
+}
+
+function checkPackage(): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ["scripts/check-package.mjs", "--reuse-node-modules", "--skip-git", "--json"],
+      { timeout: 110_000, maxBuffer: 16 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === "number" ? err.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+describe("the npm package", () => {
+  it("packs with dist/, installs from the tarball, and works as bin, ESM, CommonJS and types", async () => {
+    const { code, stdout, stderr } = await checkPackage();
+    expect(code, stderr).toBe(0);
+    const figures = JSON.parse(stdout.trim().split("\n").at(-1)!) as Figures;
+    expect(figures.fileCount).toBeGreaterThan(50);
+    expect(figures.tarballBytes).toBeLessThan(1024 * 1024);
+    expect(figures.requireWarning).toBe(false);
+    expect(figures.tscMisspelling).toContain("'burts' does not exist in type 'LimitDefinition'");
+  }, 120_000);
+});
