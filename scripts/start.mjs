@@ -76,3 +76,24 @@ child.on("exit", (code) => {
   upstream?.close();
   process.exit(code ?? 0);
 });
+
+// Under a process manager `npm start` is stopped by signalling npm, which signals the shell it
+// ran this script in; Debian's sh does not pass the signal on, and this process, the gateway and
+// the demo upstream would be left holding their ports. So the parent going away stops all three,
+// as SIGTERM does.
+const parent = process.ppid;
+const parentWatch = setInterval(() => {
+  let gone = process.ppid !== parent;
+  if (!gone) {
+    try {
+      process.kill(parent, 0);
+    } catch {
+      gone = true;
+    }
+  }
+  if (gone) {
+    clearInterval(parentWatch);
+    forward("SIGTERM");
+  }
+}, 250);
+parentWatch.unref();

@@ -2,6 +2,7 @@
 // config/gateway.yaml with the memory store in front of the demo upstream, and the curl loop
 // it prints shows ten 200s and then a 429.
 import { spawn } from "node:child_process";
+import { connect } from "node:net";
 import { createInterface } from "node:readline";
 import { describe, expect, it } from "vitest";
 import { send } from "../support/http.js";
@@ -55,4 +56,50 @@ describe("npm start", () => {
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
   });
+
+  // Issue 20.8: SIGTERM to the npm process (what a process manager sends) left start.mjs, the
+  // gateway and the demo upstream running and holding their ports.
+  it("under npm, SIGTERM to npm frees every port it opened", async () => {
+    const ports = [await freePort(), await freePort(), await freePort()];
+    const [listen, admin, demo] = ports;
+    const npm = spawn("npm", ["start", "--silent"], {
+      env: {
+        ...process.env,
+        UPSTREAM_URL: "",
+        REDIS_URL: "",
+        TOLLGATE_LISTEN: `127.0.0.1:${listen}`,
+        TOLLGATE_ADMIN_LISTEN: `127.0.0.1:${admin}`,
+        DEMO_UPSTREAM_PORT: String(demo),
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("npm start did not listen within 30 s")), 30_000);
+      createInterface({ input: npm.stdout! }).on("line", (line) => {
+        if (line.startsWith("tollgate is listening")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    const open = (port: number) =>
+      new Promise<boolean>((resolve) => {
+        const socket = connect(port, "127.0.0.1");
+        socket.once("connect", () => {
+          socket.destroy();
+          resolve(true);
+        });
+        socket.once("error", () => resolve(false));
+      });
+    for (const port of ports) expect(await open(port!)).toBe(true);
+    npm.kill("SIGTERM");
+    const until = Date.now() + 10_000;
+    let stillOpen = ports;
+    while (stillOpen.length && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 200));
+      const checks = await Promise.all(stillOpen.map((p) => open(p!)));
+      stillOpen = stillOpen.filter((_, i) => checks[i]);
+    }
+    expect(stillOpen).toEqual([]);
+  }, 60_000);
 });
