@@ -49,6 +49,9 @@ const HANDSHAKE_TIMEOUT_MS = 60_000;
 
 const EXPECT_CONTINUE = /^100-continue$/i;
 
+/** Responses whose request waits for its 100 Continue: whether the connection may be kept. */
+const awaitingContinue = new WeakMap<ServerResponse, boolean>();
+
 type AllowedDecision = Extract<LimitDecision, { kind: "allowed" }>;
 
 export interface PipelineDeps {
@@ -199,9 +202,11 @@ export function createPipeline(deps: PipelineDeps) {
       return;
     }
     // The server has a checkContinue listener, so Node never answers 100 Continue by itself:
-    // the body is invited only once the request is admitted (forwardAllowed). A refusal closes
-    // the connection rather than read a body the client may still send.
+    // the body is invited only once the request is admitted (forwardAllowed). Until then the
+    // connection is marked to close, so a refusal does not read a body the client may still
+    // send; an admitted request gets its keep-alive back with the 100.
     if (req.headers.expect !== undefined && EXPECT_CONTINUE.test(req.headers.expect)) {
+      awaitingContinue.set(res, res.shouldKeepAlive);
       res.shouldKeepAlive = false;
     }
     const target = normalizeTarget(req.url ?? "/");
@@ -562,7 +567,12 @@ export function createPipeline(deps: PipelineDeps) {
       return;
     }
     // Admitted: now the body may come (Expect: 100-continue, see handleRequest).
-    if (req.headers.expect !== undefined && EXPECT_CONTINUE.test(req.headers.expect)) res.writeContinue();
+    const keepAlive = awaitingContinue.get(res);
+    if (keepAlive !== undefined) {
+      awaitingContinue.delete(res);
+      res.shouldKeepAlive = keepAlive;
+      res.writeContinue();
+    }
     forward({
       pool: deps.pools.get(upstream),
       upstream,

@@ -142,8 +142,39 @@ describe("13.9 Expect: 100-continue", () => {
     );
     await new Promise((r) => socket.on("close", r));
     expect(text).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+    // Admitted, the connection is the client's to keep or close (this one said close).
+    expect(text.toLowerCase()).toContain("connection: close");
     expect(lastReceived()).toMatchObject({ method: "POST", body: "hello body" });
     expect(lastReceived().headers.expect).toBeUndefined();
+  });
+
+  it("an admitted Expect request keeps its connection: the next request on it is served", async () => {
+    const url = new URL(gw.url);
+    const socket = connect(Number(url.port), url.hostname);
+    let text = "";
+    let stage = 0;
+    socket.on("data", (d: Buffer) => {
+      text += d.toString("latin1");
+      if (stage === 0 && text.startsWith("HTTP/1.1 100")) {
+        stage = 1;
+        socket.write("0123456789");
+      } else if (stage === 1 && /HTTP\/1\.1 200 [\s\S]*\r\n\r\n\{.*\}$/.test(text)) {
+        stage = 2;
+        socket.write(head(["GET /again HTTP/1.1", "Host: x", "x-api-key: key-alice", "Connection: close"]));
+      }
+    });
+    socket.write(
+      head([
+        "POST /upload HTTP/1.1",
+        "Host: x",
+        "x-api-key: key-alice",
+        "Expect: 100-continue",
+        "Content-Length: 10",
+      ]),
+    );
+    await new Promise((r) => socket.on("close", r));
+    expect(text.match(/HTTP\/1\.1 200 /g)).toHaveLength(2);
+    expect(lastReceived().url).toBe("/again");
   });
 
   it("a request bound for a 429 is answered without inviting its body, and the connection closes", async () => {
