@@ -10,7 +10,8 @@ import { exitOnStartError, isWorker, runPrimary, runWorker, workerCount } from "
 const USAGE = `usage: tollgate [--config PATH] [--check]
 
   --config PATH   the YAML config (default: $TOLLGATE_CONFIG, else config/gateway.yaml)
-  --check         validate the config and exit: 0 when valid, 2 with one line per problem
+  --check         validate the config and exit: 0 when valid (warnings printed, and counted
+                  in the summary), 2 when not, with one FILE:LINE:COLUMN line per problem
   --version       print the version
   --help          this text
 `;
@@ -44,14 +45,17 @@ function parseArgs(argv: readonly string[]): Args | { exit: number; message: str
 
 async function check(file: string): Promise<number> {
   const loaded = await loadConfigFile(file, process.env);
-  if (!loaded.ok) {
-    for (const p of loaded.problems) process.stderr.write(`${formatProblem(p)}\n`);
-    return 2;
-  }
+  // Errors and warnings together, in file order: every problem in one pass.
+  const all = [...(loaded.ok ? [] : loaded.problems), ...loaded.warnings].sort(
+    (a, b) => a.line - b.line || a.column - b.column,
+  );
+  for (const p of all) process.stderr.write(`${formatProblem(p)}\n`);
+  if (!loaded.ok) return 2;
   const rt = compileRuntime(loaded.config, { file, version: loaded.version, jwt: loaded.jwt });
   const n = (count: number, word: string) => `${count} ${word}${count === 1 ? "" : "s"}`;
+  const warned = loaded.warnings.length ? ` (${n(loaded.warnings.length, "warning")})` : "";
   process.stdout.write(
-    `config OK: ${n(rt.routeList.length, "route")}, ${n(rt.plans.size, "plan")}, ${n(loaded.config.clients.length, "client")}\n`,
+    `config OK: ${n(rt.routeList.length, "route")}, ${n(rt.plans.size, "plan")}, ${n(loaded.config.clients.length, "client")}${warned}\n`,
   );
   return 0;
 }

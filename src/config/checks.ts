@@ -1,18 +1,74 @@
-// Checks the schema cannot express: names that must refer to each other, duplicates, limits that
-// are impossible to satisfy, and features this version does not build yet. Each problem points
-// at the node to fix.
+// Checks the schema cannot express: names that must refer to each other, duplicates, routes and
+// plans nothing can reach, limits that are impossible to satisfy, and features this version does
+// not build yet. Each problem points at the node to fix. Errors refuse the file; warnings (a plan
+// no caller can have) are reported and the file is used.
+//
+// The checks also run on the parts of a file that passed the schema when other parts did not
+// (load.ts salvages them), so one pass reports every problem. `Invalid` then says what is missing
+// and why: a reference to an item that exists but failed the schema is not reported as unknown.
+
 import { parseCidr } from "../identity/ip.js";
+import { HTTP_METHODS, methodSet, routesByPrefix } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
+import { ANONYMOUS_PLAN } from "./compile.js";
 import type { PathSegment } from "./document.js";
 import { suggest } from "./problems.js";
-import type { Config, LimitConfig } from "./schema.js";
+import type { ClientConfig, Config, LimitConfig, RouteConfig } from "./schema.js";
 
 export interface PathProblem {
   path: PathSegment[];
   message: string;
   /** Point at this key of the map at `path` rather than at the map. */
   atKey?: string;
+  /** Reported, but the file is used. */
+  warning?: true;
 }
+
+/**
+ * Keys of which exactly one must be given, by the dotted path of the object that holds them
+ * (`[]`: each item of the list). The checks below refuse none or several; the configuration
+ * reference (docs.ts) marks them required from this same list.
+ */
+export const EXACTLY_ONE = {
+  store: ["url", "cluster", "sentinel"],
+  "identity.jwt": ["secret", "public_key_file", "jwks_file"],
+  "clients[]": ["key_sha256", "key"],
+} as const;
+
+/** Keys of which at least one must be given, as EXACTLY_ONE. */
+export const AT_LEAST_ONE = {
+  "identity.jwt": ["claims.plan", "default_plan"],
+} as const;
+
+/** Maps that need at least one entry (routes, a list, says so in the schema). */
+export const NOT_EMPTY = ["upstreams"] as const;
+
+/** A config whose lists may have holes: the items that did not pass the schema. */
+export type CheckableConfig = Omit<Config, "routes" | "clients"> & {
+  routes: readonly (RouteConfig | undefined)[];
+  clients: readonly (ClientConfig | undefined)[];
+};
+
+/** What did not pass the schema, when the checks run on the rest of a file. */
+export interface Invalid {
+  /** Top-level keys whose value did not validate as a whole: the checks that read them are skipped. */
+  sections: ReadonlySet<string>;
+  /** Names given by items that did not validate: they exist, so a reference to one is not unknown. */
+  names: {
+    routes: ReadonlySet<string>;
+    plans: ReadonlySet<string>;
+    upstreams: ReadonlySet<string>;
+    clients: ReadonlySet<string>;
+  };
+  /** References made by items that did not validate (a failed route's upstream), still checked. */
+  references: readonly { path: PathSegment[]; kind: "upstream" | "plan"; name: string }[];
+}
+
+const NOTHING_INVALID: Invalid = {
+  sections: new Set(),
+  names: { routes: new Set(), plans: new Set(), upstreams: new Set(), clients: new Set() },
+  references: [],
+};
 
 /** Names listed in full after an unknown one; a longer list is only counted. */
 const KNOWN_LISTED = 20;
@@ -33,57 +89,55 @@ function hints(): (word: string, known: readonly string[]) => string {
   };
 }
 
-export function checkConfig(config: Config): PathProblem[] {
+type Add = (path: PathSegment[], message: string, atKey?: string) => void;
+
+export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_INVALID): PathProblem[] {
   const problems: PathProblem[] = [];
-  const add = (path: PathSegment[], message: string, atKey?: string) =>
+  const add: Add = (path, message, atKey) =>
     problems.push(atKey === undefined ? { path, message } : { path, message, atKey });
+  const warn: Add = (path, message, atKey) =>
+    problems.push(
+      atKey === undefined ? { path, message, warning: true } : { path, message, atKey, warning: true },
+    );
   const didYouMean = hints();
+  const has = (map: object, key: string) => Object.hasOwn(map, key);
 
-  checkNotYetSupported(config, add);
+  checkNotYetSupported(config, invalid, add);
 
+  // A name is known when an item gives it, or when the item or the whole section that would
+  // give it failed the schema (that failure is reported; "unknown" would only repeat it).
   const upstreamNames = Object.keys(config.upstreams);
-  if (upstreamNames.length === 0) add(["upstreams"], "at least one upstream is needed");
+  const knownUpstream = (name: string) =>
+    has(config.upstreams, name) || invalid.names.upstreams.has(name) || invalid.sections.has("upstreams");
+  const knownPlan = (name: string) =>
+    has(config.plans, name) || invalid.names.plans.has(name) || invalid.sections.has("plans");
+  if (upstreamNames.length === 0 && invalid.names.upstreams.size === 0 && !invalid.sections.has("upstreams"))
+    add(["upstreams"], "at least one upstream is needed");
 
   const routeNames = new Set<string>();
-  const routeTargets = new Map<string, string>();
   config.routes.forEach((route, i) => {
+    if (!route) return;
     if (routeNames.has(route.name)) add(["routes", i, "name"], `duplicate route name "${route.name}"`);
     routeNames.add(route.name);
-    if (!config.upstreams[route.upstream]) {
+    if (!knownUpstream(route.upstream)) {
       add(
         ["routes", i, "upstream"],
         `unknown upstream "${route.upstream}"${didYouMean(route.upstream, upstreamNames)}`,
       );
     }
-    const normalized = normalizeTarget(route.match.path);
-    if (!normalized.ok || normalized.query) {
-      add(
-        ["routes", i, "match", "path"],
-        `"${route.match.path}" is not a plain path (${normalized.ok ? "it has a query" : normalized.reason})`,
-      );
-      return;
-    }
-    const methods = route.match.methods?.map((m) => m.toUpperCase()).sort() ?? ["*"];
-    for (const method of methods) {
-      const target = `${method} ${normalized.matchPath}`;
-      const previous = routeTargets.get(target);
-      if (previous)
-        add(
-          ["routes", i, "match"],
-          `matches the same requests as route "${previous}", so one of them can never apply`,
-        );
-      routeTargets.set(target, route.name);
-    }
   });
+  checkRouteMatches(config, add, warn, didYouMean);
 
   const planNames = Object.keys(config.plans);
   const routeNameList = [...routeNames];
+  const knownRoute = (name: string) =>
+    routeNames.has(name) || invalid.names.routes.has(name) || invalid.sections.has("routes");
   const routeCosts = routesByCost(config);
   for (const [planName, plan] of Object.entries(config.plans)) {
     if (plan.global) checkLimit(["plans", planName, "global"], plan.global, add);
     if (plan.tenant) checkLimit(["plans", planName, "tenant"], plan.tenant, add);
     for (const [routeName, limit] of Object.entries(plan.routes)) {
-      if (!routeNames.has(routeName)) {
+      if (!knownRoute(routeName)) {
         add(
           ["plans", planName, "routes"],
           `unknown route "${routeName}"${didYouMean(routeName, routeNameList)}`,
@@ -122,20 +176,29 @@ export function checkConfig(config: Config): PathProblem[] {
   const clientIds = new Set<string>();
   const keys = new Set<string>();
   config.clients.forEach((client, i) => {
+    if (!client) return;
     if (clientIds.has(client.id)) add(["clients", i, "id"], `duplicate client id "${client.id}"`);
     clientIds.add(client.id);
-    if ((client.key === undefined) === (client.key_sha256 === undefined)) {
-      add(["clients", i], "give exactly one of key_sha256 (recommended) or key");
-    }
+    const given = EXACTLY_ONE["clients[]"].filter((k) => client[k] !== undefined);
+    if (given.length !== 1) add(["clients", i], "give exactly one of key_sha256 (recommended) or key");
     const keyId = client.key_sha256?.toLowerCase() ?? `plain:${client.key}`;
     if (keys.has(keyId)) add(["clients", i], "another client has the same key");
     keys.add(keyId);
-    if (!config.plans[client.plan]) {
+    if (!knownPlan(client.plan)) {
       add(["clients", i, "plan"], `unknown plan "${client.plan}"${didYouMean(client.plan, planNames)}`);
     }
   });
+  for (const ref of invalid.references) {
+    if (ref.kind === "upstream" && !knownUpstream(ref.name))
+      add(ref.path, `unknown upstream "${ref.name}"${didYouMean(ref.name, upstreamNames)}`);
+    if (ref.kind === "plan" && !knownPlan(ref.name))
+      add(ref.path, `unknown plan "${ref.name}"${didYouMean(ref.name, planNames)}`);
+  }
+  checkReachablePlans(config, invalid, warn);
 
   const clientIdList = [...clientIds];
+  const knownClient = (id: string) =>
+    clientIds.has(id) || invalid.names.clients.has(id) || invalid.sections.has("clients");
   const checkCidrs = (path: PathSegment[], list: readonly string[]) =>
     list.forEach((text, i) => {
       if (!parseCidr(text))
@@ -145,11 +208,195 @@ export function checkConfig(config: Config): PathProblem[] {
   for (const list of ["deny", "exempt"] as const) {
     checkCidrs([list, "ips"], config[list].ips);
     config[list].clients.forEach((id, i) => {
-      if (!clientIds.has(id))
+      if (!knownClient(id))
         add([list, "clients", i], `unknown client "${id}"${didYouMean(id, clientIdList)}`);
     });
   }
   return problems;
+}
+
+/** The methods a route can receive, for hints. */
+const ROUTABLE_METHODS = HTTP_METHODS.filter((m) => m !== "CONNECT");
+
+/**
+ * A route path is a prefix, so anything that reads as a pattern is a mistake: a glob (`*`, `?`,
+ * `[...]`), a template parameter (`{id}`, `<id>`, `:id`) or a regular expression (`|`, `^`, a
+ * trailing `$`). Found before the path is normalised, which would refuse some of them with a
+ * less helpful reason and take `*` literally.
+ */
+const PATTERN = /[*?{}[\]<>|^]|\/:[A-Za-z_]|\$$/;
+
+/** The prefix a pattern path most likely meant: the whole segments before the pattern. */
+function prefixBefore(path: string, index: number): string {
+  const start = path.lastIndexOf("/", index);
+  // "/login*" and "/login$": a pattern at the very end of a segment with a literal before it.
+  const prefix =
+    /^[*?$]+$/.test(path.slice(index)) && index > start + 1 ? path.slice(0, index) : path.slice(0, start);
+  return prefix.replace(/\/+$/, "") || "/";
+}
+
+/**
+ * Methods, paths, and routes another route shadows, following the matcher (routing/matcher.ts):
+ * the longest prefix first, then on one prefix the routes that name methods before catch-alls.
+ * A shorter prefix never shadows a longer one (a request falls through to it only when no route
+ * of the longer prefix takes its method), so only routes of one prefix can shadow each other.
+ */
+function checkRouteMatches(
+  config: CheckableConfig,
+  add: Add,
+  warn: Add,
+  didYouMean: (word: string, known: readonly string[]) => string,
+) {
+  interface Matchable {
+    i: number;
+    name: string;
+    matchPrefix: string;
+    methods: ReadonlySet<string> | null;
+    /** The methods the route lists (upper-case, known, once each) with their index in the list. */
+    listed: { method: string; j: number }[];
+  }
+  const matchable: Matchable[] = [];
+  config.routes.forEach((route, i) => {
+    if (!route) return;
+    const listed: { method: string; j: number }[] = [];
+    let unknown = 0;
+    route.match.methods?.forEach((written, j) => {
+      const method = written.toUpperCase();
+      const at: PathSegment[] = ["routes", i, "match", "methods", j];
+      if (!HTTP_METHODS.includes(method)) {
+        unknown++;
+        add(at, `unknown method "${written}"${didYouMean(written, ROUTABLE_METHODS)}`);
+      } else if (method === "CONNECT") {
+        unknown++;
+        add(at, "CONNECT requests never reach a route: the gateway does not tunnel CONNECT");
+      } else if (listed.some((l) => l.method === method)) {
+        warn(at, `${method} is listed twice`);
+      } else listed.push({ method, j });
+    });
+
+    const path = route.match.path;
+    const at: PathSegment[] = ["routes", i, "match", "path"];
+    const pattern = PATTERN.exec(path);
+    if (pattern) {
+      const index = pattern[0].startsWith("/") ? pattern.index + 1 : pattern.index;
+      const prefix = prefixBefore(path, index);
+      add(
+        at,
+        `"${path}" looks like a pattern, but route paths are plain prefixes (no wildcards, parameters or regular expressions): path: ${prefix} matches ${prefix} and every path below it`,
+      );
+      return;
+    }
+    const normalized = normalizeTarget(path);
+    if (!normalized.ok || normalized.query) {
+      add(at, `"${path}" is not a plain path (${normalized.ok ? "it has a query" : normalized.reason})`);
+      return;
+    }
+    const written = path.toLowerCase();
+    if (
+      normalized.matchPath !== (written.length > 1 && written.endsWith("/") ? written.slice(0, -1) : written)
+    ) {
+      warn(
+        at,
+        `"${path}" matches requests as "${normalized.path}": request paths are normalized before matching (dot segments resolved, "//" merged, ";parameters" dropped); write "${normalized.path}"`,
+      );
+    }
+    // A route whose every method is refused above matches nothing it could be compared with.
+    if (unknown > 0 && listed.length === 0) return;
+    matchable.push({
+      i,
+      name: route.name,
+      matchPrefix: normalized.matchPath,
+      methods: listed.length ? methodSet(listed.map((l) => l.method)) : null,
+      listed,
+    });
+  });
+
+  for (const group of routesByPrefix(matchable).values()) {
+    let catchAll: Matchable | undefined;
+    /** Which route of this prefix takes each method, and whether only as GET's HEAD. */
+    const taken = new Map<string, { by: Matchable; implied: boolean }>();
+    for (const route of group) {
+      if (route.methods === null) {
+        if (catchAll)
+          add(
+            ["routes", route.i, "match"],
+            `matches the same requests as route "${catchAll.name}", so one of them can never apply`,
+          );
+        else catchAll = route;
+        continue;
+      }
+      const lost = route.listed.flatMap((l) => {
+        const t = taken.get(l.method);
+        return t ? [{ ...l, ...t }] : [];
+      });
+      const note = (l: { implied: boolean }) => (l.implied ? " (a GET route answers HEAD too)" : "");
+      if (lost.length === route.listed.length) {
+        const by = [...new Set(lost.map((l) => l.by))];
+        if (by.length === 1) {
+          add(
+            ["routes", route.i, "match"],
+            `matches the same requests as route "${by[0]!.name}"${lost.some((l) => l.implied) ? note({ implied: true }) : ""}, so one of them can never apply`,
+          );
+        } else {
+          const takes = by.map((r) => {
+            const mine = lost.filter((l) => l.by === r);
+            return `route "${r.name}" takes ${mine.map((l) => l.method).join(" and ")}${mine.some((l) => l.implied) ? note({ implied: true }) : ""}`;
+          });
+          add(["routes", route.i, "match"], `can never apply: ${takes.join(", ")}`);
+        }
+      } else {
+        for (const l of lost) {
+          add(
+            ["routes", route.i, "match", "methods", l.j],
+            `${l.method} requests to this path go to route "${l.by.name}"${note(l)}, never to this one`,
+          );
+        }
+      }
+      for (const method of route.methods) {
+        if (!taken.has(method))
+          taken.set(method, { by: route, implied: !route.listed.some((l) => l.method === method) });
+      }
+    }
+  }
+}
+
+/**
+ * A plan applies to a caller only through a client that names it, as the plan of callers without
+ * a credential (`anonymous`), or through a JWT: its default_plan, or any plan when tokens carry a
+ * plan claim. Any other plan is dead text that looks like a limit.
+ */
+function checkReachablePlans(config: CheckableConfig, invalid: Invalid, warn: Add) {
+  // Without the clients or the identity section, what reaches a plan is unknown.
+  if (invalid.sections.has("clients") || invalid.sections.has("identity")) return;
+  const jwt = config.identity.jwt;
+  if (jwt?.claims.plan !== undefined) return;
+  const planNames = Object.keys(config.plans);
+  const reached = new Set<string>([ANONYMOUS_PLAN]);
+  let hintsLeft = HINTS;
+  const reach = (name: string) => {
+    // An unknown plan is reported as such, with the plan it most likely meant: that plan is not
+    // also reported as never used. (As many as get a hint: each costs a pass over the plans.)
+    const meant = Object.hasOwn(config.plans, name)
+      ? name
+      : hintsLeft-- > 0
+        ? suggest(name, planNames)
+        : undefined;
+    if (meant !== undefined) reached.add(meant);
+  };
+  for (const client of config.clients) if (client) reach(client.plan);
+  for (const ref of invalid.references) if (ref.kind === "plan") reach(ref.name);
+  if (jwt?.default_plan !== undefined) reach(jwt.default_plan);
+  for (const name of planNames) {
+    if (reached.has(name)) continue;
+    const anonymous = suggest(name, [ANONYMOUS_PLAN])
+      ? ` (did you mean "${ANONYMOUS_PLAN}", the plan of callers without a credential?)`
+      : "";
+    warn(
+      ["plans"],
+      `plan "${name}" is never used: no client has it${jwt ? " and it is not identity.jwt.default_plan" : ""}${anonymous}`,
+      name,
+    );
+  }
 }
 
 /** The capacity a route's cost is compared with: a bucket's burst or a window's limit. */
@@ -159,12 +406,13 @@ function burstOf(limit: LimitConfig | undefined): number | undefined {
 }
 
 /** Routes by cost, costliest first, to find those above a capacity without visiting the rest. */
-function routesByCost(config: Config) {
-  const sorted = config.routes
+function routesByCost(config: CheckableConfig) {
+  const routes = config.routes.filter((r): r is RouteConfig => r !== undefined);
+  const sorted = routes
     .map((r, i) => ({ name: r.name, cost: r.cost, i }))
     .sort((a, b) => b.cost - a.cost || a.i - b.i);
   const cost = new Map<string, number>();
-  for (const r of config.routes) if (!cost.has(r.name)) cost.set(r.name, r.cost);
+  for (const r of routes) if (!cost.has(r.name)) cost.set(r.name, r.cost);
   return {
     cost,
     /** The costliest route and how many routes cost more than `capacity`. */
@@ -274,11 +522,11 @@ function refuseKeys(
   for (const key of keys) if (limit[key] !== undefined) add(path, `${key} does not apply to ${what}`, key);
 }
 
-function checkJwt(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
+function checkJwt(config: CheckableConfig, invalid: Invalid, add: Add) {
   const jwt = config.identity.jwt;
   if (!jwt) return;
   const path: PathSegment[] = ["identity", "jwt"];
-  const sources = (["secret", "public_key_file", "jwks_file"] as const).filter((k) => jwt[k] !== undefined);
+  const sources = EXACTLY_ONE["identity.jwt"].filter((k) => jwt[k] !== undefined);
   if (sources.length !== 1) {
     add(
       path,
@@ -294,31 +542,40 @@ function checkJwt(config: Config, add: (p: PathSegment[], m: string, k?: string)
       "secret",
     );
   }
-  if (jwt.default_plan !== undefined && !(jwt.default_plan in config.plans)) {
-    add(path, `default_plan "${jwt.default_plan}" is not a plan of this file`, "default_plan");
+  const plan = jwt.default_plan;
+  if (
+    plan !== undefined &&
+    !Object.hasOwn(config.plans, plan) &&
+    !invalid.names.plans.has(plan) &&
+    !invalid.sections.has("plans")
+  ) {
+    add(path, `default_plan "${plan}" is not a plan of this file`, "default_plan");
   }
   if (jwt.claims.plan === undefined && jwt.default_plan === undefined) {
     add(path, "say which plan a token gets: claims.plan (e.g. plan), default_plan, or both");
   }
 }
 
-function checkNotYetSupported(config: Config, add: (p: PathSegment[], m: string, k?: string) => void) {
+function checkNotYetSupported(config: CheckableConfig, invalid: Invalid, add: Add) {
   if (config.sustained_denial === 0) add([], "sustained_denial must be longer than 0", "sustained_denial");
-  const sources = (["url", "cluster", "sentinel"] as const).filter((k) => config.store[k] !== undefined);
-  if (sources.length !== 1) {
-    add(
-      ["store"],
-      sources.length === 0
-        ? "store needs url (memory:// or redis://host:port), cluster or sentinel"
-        : `store takes one of url, cluster and sentinel, not ${sources.join(" and ")}`,
-    );
+  // A store that failed the schema (a typo in url, say) would only add "store needs url" here.
+  if (!invalid.sections.has("store")) {
+    const sources = EXACTLY_ONE.store.filter((k) => config.store[k] !== undefined);
+    if (sources.length !== 1) {
+      add(
+        ["store"],
+        sources.length === 0
+          ? "store needs url (memory:// or redis://host:port), cluster or sentinel"
+          : `store takes one of url, cluster and sentinel, not ${sources.join(" and ")}`,
+      );
+    }
+    if (config.workers !== 1 && config.store.url?.startsWith("memory://")) {
+      add(
+        [],
+        "workers above 1 need a shared store: memory:// would give every worker its own limits",
+        "workers",
+      );
+    }
   }
-  if (config.workers !== 1 && config.store.url?.startsWith("memory://")) {
-    add(
-      [],
-      "workers above 1 need a shared store: memory:// would give every worker its own limits",
-      "workers",
-    );
-  }
-  checkJwt(config, add);
+  checkJwt(config, invalid, add);
 }

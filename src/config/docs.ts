@@ -1,12 +1,26 @@
 // docs/configuration.md, generated from the same zod schema that validates the YAML (through its
-// JSON Schema) plus the defaults a minimal config compiles to. test/unit/config-docs.test.ts fails
+// JSON Schema): types and descriptions from the JSON Schema, defaults from what the schema fills
+// in for a missing key, and the Required column from the schema's required keys plus the rules
+// checks.ts enforces (EXACTLY_ONE, AT_LEAST_ONE, NOT_EMPTY). test/unit/config-docs.test.ts fails
 // when the committed file differs from what this produces: the reference cannot go stale.
+
+import { parse as parseYaml } from "yaml";
+import { AT_LEAST_ONE, EXACTLY_ONE, NOT_EMPTY } from "./checks.js";
+import { configSchema, limitSchema } from "./schema.js";
 import { formatDuration } from "./units.js";
 
-/** The smallest valid config: its compiled form gives the defaults column. */
-export const MINIMAL_CONFIG = `store: { url: "memory://" }
-upstreams: { api: http://127.0.0.1:3000 }
-routes: [{ name: default, match: { path: / }, upstream: api }]
+/**
+ * The smallest complete config: every key in it is required (a test removes each in turn), and
+ * it passes `--check` without a warning. It opens the reference.
+ */
+export const MINIMAL_CONFIG = `store:
+  url: memory:// # one instance; redis://host:6379 shares the limits between instances
+upstreams:
+  api: http://127.0.0.1:3000
+routes:
+  - name: default
+    match: { path: / }
+    upstream: api
 `;
 
 type JsonSchema = {
@@ -20,6 +34,7 @@ type JsonSchema = {
   description?: string;
   minimum?: number;
   maximum?: number;
+  required?: string[];
 };
 
 /** Keys whose value carries a unit, by their last path segment. */
@@ -92,18 +107,33 @@ const EXAMPLES: Record<string, string> = {
 interface Row {
   key: string;
   type: string;
+  required: string;
   default: string;
   description: string;
   example: string;
 }
 
-/** A value from the parsed minimal config, shown as it would be written in the YAML. */
+/** A value as it would be written in the YAML (flow style), with its unit. */
 function show(value: unknown, unit: string | undefined): string {
   if (value === undefined) return "";
   if (unit === "duration" && typeof value === "number") return formatDuration(value);
   if (unit === "percentage" && typeof value === "number") return `${Math.round(value * 100)}%`;
-  if (typeof value === "string") return value === "" ? '""' : value;
+  if (typeof value === "string") return plainScalar(value) ? value : JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map((v) => show(v, unit)).join(", ")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value).map(([k, v]) => `${k}: ${show(v, UNITS[k])}`);
+    return entries.length ? `{ ${entries.join(", ")} }` : "{}";
+  }
   return JSON.stringify(value);
+}
+
+/** Whether `text` written unquoted in YAML reads back as the same string (`tollgate:` does not). */
+function plainScalar(text: string): boolean {
+  try {
+    return text !== "" && parseYaml(text) === text;
+  } catch {
+    return false;
+  }
 }
 
 function typeOf(s: JsonSchema, unit: string | undefined): string {
@@ -114,94 +144,212 @@ function typeOf(s: JsonSchema, unit: string | undefined): string {
   return s.type ?? "value";
 }
 
-function at(obj: unknown, path: readonly string[]): unknown {
-  let cur = obj;
-  for (const seg of path) {
-    if (cur === null || typeof cur !== "object") return undefined;
-    cur = (cur as Record<string, unknown>)[seg];
+interface ZodLike {
+  def: {
+    type: string;
+    shape?: Record<string, ZodLike>;
+    valueType?: ZodLike;
+    element?: ZodLike;
+    options?: ZodLike[];
+    innerType?: ZodLike;
+    in?: ZodLike;
+  };
+  safeParse(value: unknown): { success: boolean; data?: unknown };
+}
+
+function unwrap(s: ZodLike): ZodLike {
+  let cur = s;
+  while (["optional", "default", "prefault", "nullable", "pipe"].includes(cur.def.type)) {
+    cur = (cur.def.innerType ?? cur.def.in)!;
   }
   return cur;
 }
 
-export function configReference(schema: JsonSchema, defaults: unknown): string {
+/**
+ * What the schema fills in for the key at `key` (`a.b`, `list[].c`, `map.<name>.d`) when the
+ * file leaves it out: the parse of a missing value. Nothing when it is optional without one.
+ */
+function defaultOf(root: ZodLike, key: string): unknown {
+  let node: ZodLike | undefined = root;
+  for (const part of key.split(".")) {
+    if (!node) return undefined;
+    const s = unwrap(node);
+    if (part === "<name>") node = s.def.valueType;
+    else if (s.def.type === "union") {
+      // upstreams.<name>.url: the mapping form of a "string or mapping" value.
+      const object = s.def.options?.map(unwrap).find((o) => o.def.type === "object");
+      node = object?.def.shape?.[part];
+    } else node = s.def.shape?.[part.replace("[]", "")];
+    if (node && part.endsWith("[]")) node = unwrap(node).def.element;
+  }
+  if (!node) return undefined;
+  const parsed = node.safeParse(undefined);
+  return parsed.success ? parsed.data : undefined;
+}
+
+/**
+ * Whether a key must be given. `condition` is where the walk is: null when every object above the
+ * key (up to the top, or to the list item or map entry it belongs to) must be given; a text when
+ * the innermost optional object above it must be given for this key to be needed ("with
+ * `identity.jwt`"); false when the key's own object is optional and the key is too.
+ */
+type Condition = string | null | false;
+
+/**
+ * The required cell of `key`. `objects` holds the condition of each object walked so far: a rule
+ * of checks.ts about an object's keys (one of them, at least one) applies when that object is
+ * given.
+ */
+function requiredText(key: string, condition: Condition, objects: ReadonlyMap<string, Condition>): string {
+  const listOf = (keys: readonly string[], word: string) => keys.map((k) => `\`${k}\``).join(word);
+  const within = (group: string, text: string) => {
+    const c = objects.get(group);
+    return typeof c === "string" ? `${c}: ${text}` : text;
+  };
+  for (const [group, keys] of Object.entries(EXACTLY_ONE)) {
+    if ((keys as readonly string[]).some((k) => `${group}.${k}` === key))
+      return within(group, `one of ${listOf(keys, ", ")}`);
+  }
+  for (const [group, keys] of Object.entries(AT_LEAST_ONE)) {
+    if ((keys as readonly string[]).some((k) => `${group}.${k}` === key))
+      return within(group, `${listOf(keys, " or ")} (or both)`);
+  }
+  if ((NOT_EMPTY as readonly string[]).some((k) => `${k}.<name>` === key)) return "yes: at least one";
+  if (condition === null) return "yes";
+  if (condition === false) return "no";
+  return condition;
+}
+
+/** For an object that is one of EXACTLY_ONE's keys (store.sentinel): which others it replaces. */
+function alternativeTo(owner: string, name: string): string {
+  const keys = (EXACTLY_ONE as Record<string, readonly string[]>)[owner];
+  return keys?.includes(name) ? ` (one of ${keys.map((k) => `\`${k}\``).join(", ")})` : "";
+}
+
+export function configReference(schema: JsonSchema): string {
   const rows: Row[] = [];
   const limitRows: Row[] = [];
   const missing: string[] = [];
+  const root = configSchema as unknown as ZodLike;
+  const objects = new Map<string, Condition>();
 
-  const leaf = (out: Row[], key: string, s: JsonSchema, concrete: string[] | null) => {
+  const leaf = (out: Row[], key: string, s: JsonSchema, condition: Condition, defaults: ZodLike) => {
     const last = key.split(".").at(-1)!.replace("[]", "");
     const unit = UNITS[last];
-    const fromConfig = concrete ? at(defaults, concrete) : undefined;
-    const dflt = s.default !== undefined ? show(s.default, undefined) : show(fromConfig, unit);
+    const dflt = show(defaultOf(defaults, key.startsWith("<limit>.") ? key.slice(8) : key), unit);
     const example = EXAMPLES[key] ?? (dflt || undefined);
     if (example === undefined) missing.push(key);
     out.push({
       key,
       type: typeOf(s, unit),
+      required: key.startsWith("<limit>.")
+        ? LIMIT_KEYS_BY_ALGORITHM.includes(last)
+          ? "by algorithm"
+          : "no"
+        : requiredText(key, condition, objects),
       default: dflt,
       description: (s.description ?? "").replace(/\|/g, "\\|"),
       example: example ?? "",
     });
   };
 
-  const walk = (out: Row[], s: JsonSchema, key: string, concrete: string[] | null) => {
+  const walk = (out: Row[], s: JsonSchema, key: string, condition: Condition, defaults: ZodLike) => {
     const isLimit = s.properties?.algorithm !== undefined && s.properties?.max_in_flight !== undefined;
     if (isLimit && !key.startsWith("<limit>")) {
       out.push({
         key,
         type: "a limit (below)",
+        required: "no",
         default: "",
         description: (s.description ?? "").replace(/\|/g, "\\|"),
         example: "{ rate: 5/s, burst: 10 }",
       });
-      if (limitRows.length === 0) walk(limitRows, { ...s, description: undefined }, "<limit>", null);
+      if (limitRows.length === 0)
+        walk(
+          limitRows,
+          { ...s, description: undefined },
+          "<limit>",
+          false,
+          limitSchema as unknown as ZodLike,
+        );
       return;
     }
     if (s.properties) {
+      objects.set(key, condition);
       for (const [name, child] of Object.entries(s.properties)) {
-        walk(out, child, key ? `${key}.${name}` : name, concrete ? [...concrete, name] : null);
+        const childKey = key ? `${key}.${name}` : name;
+        const needed = s.required?.includes(name) ?? false;
+        // A required key keeps its object's condition; an optional object sets its own.
+        const childCondition: Condition = needed
+          ? condition
+          : child.properties
+            ? `with \`${childKey}\`${alternativeTo(key, name)}`
+            : false;
+        walk(out, child, childKey, childCondition, defaults);
       }
       return;
     }
     if (s.type === "array" && s.items?.properties) {
-      walk(out, s.items, `${key}[]`, null);
+      // Each item of a list stands on its own: its keys are required in every item.
+      walk(out, s.items, `${key}[]`, null, defaults);
       return;
     }
     if (s.type === "object" && typeof s.additionalProperties === "object") {
       const child = s.additionalProperties;
       if (child.anyOf) {
-        leaf(out, `${key}.<name>`, child, null);
-        for (const option of child.anyOf) if (option.properties) walk(out, option, `${key}.<name>`, null);
+        leaf(out, `${key}.<name>`, child, condition, defaults);
+        for (const option of child.anyOf)
+          if (option.properties) walk(out, option, `${key}.<name>`, "yes, in the mapping form", defaults);
         return;
       }
-      walk(out, child, `${key}.<name>`, null);
+      walk(out, child, `${key}.<name>`, null, defaults);
       return;
     }
-    leaf(out, key, s, concrete);
+    leaf(out, key, s, condition, defaults);
   };
-  walk(rows, schema, "", []);
+  walk(rows, schema, "", null, root);
   if (missing.length) throw new Error(`config reference: give an example for ${missing.join(", ")}`);
 
   const table = (list: Row[]) =>
     [
-      "| key | type | default | description | example |",
-      "| --- | --- | --- | --- | --- |",
+      "| key | type | required | default | description | example |",
+      "| --- | --- | --- | --- | --- | --- |",
       ...list.map(
         (r) =>
-          `| \`${r.key}\` | ${r.type} | ${r.default ? `\`${r.default}\`` : ""} | ${r.description} | \`${r.example}\` |`,
+          `| \`${r.key}\` | ${r.type} | ${r.required} | ${r.default ? `\`${r.default}\`` : ""} | ${r.description} | \`${r.example}\` |`,
       ),
     ].join("\n");
 
   return `# Configuration reference
 
-Generated from the schema that validates the file (\`src/config/schema.ts\`) by
-\`npm run docs\`; a test fails when this page is stale. Every key the gateway accepts is here;
-any other key is an error that names the file, line and column. \`\${VAR}\` and
-\`\${VAR:-default}\` are replaced from the environment before parsing.
+Generated from the schema that validates the file (\`src/config/schema.ts\`) and the checks that
+follow it (\`src/config/checks.ts\`) by \`npm run docs\`; a test fails when this page is stale.
+Every key the gateway accepts is here; any other key is an error that names the file, line and
+column. \`\${VAR}\` and \`\${VAR:-default}\` are replaced from the environment before parsing.
+
+## A minimal complete file
+
+\`store\`, \`upstreams\` and \`routes\` are required; everything else has a default or is optional.
+This file passes \`tollgate --check\` (a test checks the copy on this page):
+
+\`\`\`yaml
+${MINIMAL_CONFIG}\`\`\`
+
+It forwards every request to \`api\` without a limit. Limits come from \`plans\`: a client
+(\`clients\`) gets its plan's limits, callers without a key get the plan named \`anonymous\`, and
+JWT callers the plan of their token (\`identity.jwt\`). \`config/gateway.yaml\` and
+\`config/examples/\` are complete files with limits.
+
+## Every key
 
 Units: a **duration** is \`250ms\`, \`5s\`, \`15m\`, \`1h\` or \`1d\`; a **rate** is \`N/s\`,
 \`N/m\`, \`N/h\` or \`N/d\`; a **size** is bytes or \`64kb\`, \`1mb\`, \`2gb\`; a **percentage** is
 \`50%\`. \`<name>\` stands for a name you choose; \`[]\` for each item of a list.
+
+**required**: \`yes\`: the file (for a key under \`[]\` or \`<name>\`: each item) must give it;
+\`with X\`: it must be given when \`X\` is; \`one of …\`: exactly one of those keys; \`no\`: it
+may be left out, and then the **default** applies (no default: the feature is off). A default is
+what the gateway uses when the key is missing.
 
 ${table(rows)}
 
@@ -216,3 +364,6 @@ limit. Which keys apply depends on \`algorithm\`: \`token_bucket\` takes \`rate\
 ${table(limitRows)}
 `;
 }
+
+/** Limit keys that one algorithm or another requires (checks.ts, checkLimit). */
+const LIMIT_KEYS_BY_ALGORITHM = ["rate", "burst", "limit", "window", "max_in_flight", "queue"];

@@ -36,9 +36,18 @@ export class PositionedDocument {
   /** YAML syntax errors (and duplicate keys), as problems. */
   syntaxProblems(): ConfigProblem[] {
     const found = this.doc.errors.map((e) => ({ offset: e.pos[0], message: e.message.split("\n")[0]! }));
-    // A key repeated in one mapping (what `uniqueKeys: true` would report, with its message):
-    // one set per mapping, so linear in the document.
     visit(this.doc, {
+      // A list, mapping or alias as a key names nothing in the config (and the YAML library
+      // would stringify it with a warning on stderr): a problem at the key, like any other.
+      Pair: (_key, pair) => {
+        if (pair.key !== null && !isScalar(pair.key))
+          found.push({
+            offset: (pair.key as Node).range?.[0] ?? 0,
+            message: "a key must be a plain word, not a list, a mapping or an alias",
+          });
+      },
+      // A key repeated in one mapping (what `uniqueKeys: true` would report, with its message):
+      // one set per mapping, so linear in the document.
       Map: (_key, map) => {
         const seen = new Set<unknown>();
         for (const pair of map.items) {

@@ -1,6 +1,9 @@
 // read → substitute env → parse YAML with positions → validate (schema) → check (semantics).
 // Every failure comes back as ConfigProblems with file:line:column; nothing here throws on bad
-// input, so `--check`, start-up and reload all report the same way.
+// input, so `--check`, start-up and reload all report the same way. Warnings (a plan nothing can
+// reach) come back beside the config, or beside the errors, and never stop a file being used.
+// When the schema fails, the checks still run on the parts that pass (salvage.ts), so one pass
+// reports every problem.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
@@ -9,10 +12,11 @@ import { Worker } from "node:worker_threads";
 import type { JSONWebKeySet } from "jose";
 import type { z } from "zod";
 import { JwtVerifier } from "../identity/jwt.js";
-import { checkConfig } from "./checks.js";
+import { checkConfig, type PathProblem } from "./checks.js";
 import { type PathSegment, PositionedDocument } from "./document.js";
 import { substituteEnv } from "./env.js";
 import { type ConfigProblem, suggest } from "./problems.js";
+import { salvage } from "./salvage.js";
 import { type Config, configSchema } from "./schema.js";
 
 export type LoadResult =
@@ -26,8 +30,10 @@ export type LoadResult =
       keyFile?: string;
       /** That file's text, when asked for (a load on another thread sends it back). */
       keyText?: string;
+      /** Problems that do not stop the file being used, in file order; log them. */
+      warnings: ConfigProblem[];
     }
-  | { ok: false; problems: ConfigProblem[] };
+  | { ok: false; problems: ConfigProblem[]; warnings: ConfigProblem[] };
 
 export async function loadConfigFile(
   file: string,
@@ -43,6 +49,7 @@ export async function loadConfigFile(
     return {
       ok: false,
       problems: [{ file, line: 1, column: 1, path: "", message: `cannot read the config: ${why}` }],
+      warnings: [],
     };
   }
   return loadConfigText(source, file, env, withKeyText);
@@ -58,33 +65,42 @@ export function loadConfigText(
   const doc = new PositionedDocument(file, source, substituted.text, substituted.substitutions);
   const envProblems = substituted.problems.map((p) => doc.problemAtSourceOffset(p.offset, "", p.message));
   const syntax = doc.syntaxProblems();
-  if (syntax.length || envProblems.length) return { ok: false, problems: [...envProblems, ...syntax] };
+  if (syntax.length || envProblems.length)
+    return { ok: false, problems: [...envProblems, ...syntax], warnings: [] };
 
   const data = doc.toJS();
-  if (!data.ok) return { ok: false, problems: [data.problem] };
+  if (!data.ok) return { ok: false, problems: [data.problem], warnings: [] };
   const raw = data.value;
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-    return { ok: false, problems: [doc.problem([], "the config must be a YAML mapping (key: value pairs)")] };
+    return {
+      ok: false,
+      problems: [doc.problem([], "the config must be a YAML mapping (key: value pairs)")],
+      warnings: [],
+    };
   }
   // reportInput: without it zod 4 leaves issue.input unset, and a wrong type reads as missing.
   const parsed = configSchema.safeParse(raw, { reportInput: true });
-  if (!parsed.success) {
-    return {
-      ok: false,
-      problems: sortProblems(parsed.error.issues.flatMap((issue) => issueProblems(doc, issue))),
-    };
+  const schemaProblems = parsed.success
+    ? []
+    : parsed.error.issues.flatMap((issue) => issueProblems(doc, issue));
+  // A file that fails the schema is still checked, on the parts of it that pass.
+  let checked: PathProblem[];
+  if (parsed.success) checked = checkConfig(parsed.data);
+  else {
+    const partial = salvage(raw as Record<string, unknown>);
+    checked = checkConfig(partial.config, partial.invalid);
   }
-  const semantic = checkConfig(parsed.data);
-  if (semantic.length) {
-    return {
-      ok: false,
-      problems: sortProblems(
-        semantic.map((p) => doc.problem(p.path, p.message, p.atKey === undefined ? {} : { atKey: p.atKey })),
-      ),
-    };
-  }
+  const positioned = (p: PathProblem): ConfigProblem => {
+    const problem = doc.problem(p.path, p.message, p.atKey === undefined ? {} : { atKey: p.atKey });
+    if (p.warning) problem.severity = "warning";
+    return problem;
+  };
+  const warnings = sortProblems(checked.filter((p) => p.warning).map(positioned));
+  const errors = [...schemaProblems, ...checked.filter((p) => !p.warning).map(positioned)];
+  if (!parsed.success || errors.length) return { ok: false, problems: sortProblems(errors), warnings };
+
   const jwt = loadJwtVerifier(parsed.data, file);
-  if (!jwt.ok) return { ok: false, problems: [doc.problem(jwt.path, jwt.message)] };
+  if (!jwt.ok) return { ok: false, problems: [doc.problem(jwt.path, jwt.message)], warnings };
   // The version covers the key file too: rotating a JWKS is a change that a reload applies,
   // even when the YAML is unchanged.
   const version = createHash("sha256").update(source);
@@ -95,6 +111,7 @@ export function loadConfigText(
     file,
     version: version.digest("hex"),
     jwt: jwt.verifier,
+    warnings,
   };
   if (jwt.keyFile !== undefined) loaded.keyFile = jwt.keyFile;
   if (withKeyText && jwt.keyText !== undefined) loaded.keyText = jwt.keyText;
@@ -179,8 +196,16 @@ export function jwtVerifierFor(config: Config, keyText: string | undefined): Jwt
 
 /** What a load on another thread sends back: plain data (a JwtVerifier cannot be cloned). */
 export type TransferableLoad =
-  | { ok: true; config: Config; file: string; version: string; keyFile?: string; keyText?: string }
-  | { ok: false; problems: ConfigProblem[] };
+  | {
+      ok: true;
+      config: Config;
+      file: string;
+      version: string;
+      keyFile?: string;
+      keyText?: string;
+      warnings: ConfigProblem[];
+    }
+  | { ok: false; problems: ConfigProblem[]; warnings: ConfigProblem[] };
 
 /** loadConfigFile for a worker thread: the same, with the key text instead of the verifier. */
 export async function loadForTransfer(
@@ -194,6 +219,7 @@ export async function loadForTransfer(
     config: loaded.config,
     file: loaded.file,
     version: loaded.version,
+    warnings: loaded.warnings,
   };
   if (loaded.keyFile !== undefined) out.keyFile = loaded.keyFile;
   if (loaded.keyText !== undefined) out.keyText = loaded.keyText;
@@ -239,6 +265,7 @@ export async function loadConfigFileOffThread(
       problems: [
         { file, line: 1, column: 1, path: "identity.jwt", message: `${where}: ${(err as Error).message}` },
       ],
+      warnings: transferred.warnings,
     };
   }
   const loaded: LoadResult = {
@@ -247,6 +274,7 @@ export async function loadConfigFileOffThread(
     file: transferred.file,
     version: transferred.version,
     jwt,
+    warnings: transferred.warnings,
   };
   if (transferred.keyFile !== undefined) loaded.keyFile = transferred.keyFile;
   return loaded;
@@ -304,8 +332,27 @@ function issueProblems(doc: PositionedDocument, issue: z.core.$ZodIssue): Config
     return [doc.problem(path.slice(0, -1), `${String(last)} is required`)];
   }
   if (issue.code === "invalid_union") {
+    // The branch that got furthest into the value says what is wrong with it (`window: 60000`
+    // in an auth_failures mapping is a bad duration, not a bad union); when no branch got past
+    // the value's shape, say which shapes are accepted.
+    const branches = (issue as { errors?: z.core.$ZodIssue[][] }).errors ?? [];
+    let best: z.core.$ZodIssue[] | undefined;
+    let depth = 0;
+    for (const branch of branches) {
+      const deepest = Math.max(0, ...branch.map((i) => i.path.length));
+      if (deepest > depth) {
+        depth = deepest;
+        best = branch;
+      }
+    }
+    if (best) return best.flatMap((i) => issueProblems(doc, { ...i, path: [...issue.path, ...i.path] }));
     return [
-      doc.problem(path, "expected a URL string or a mapping with url, timeout, connect_timeout, connections"),
+      doc.problem(
+        path,
+        path[0] === "upstreams"
+          ? "expected a URL string or a mapping with url, timeout, connect_timeout, connections"
+          : issue.message,
+      ),
     ];
   }
   return [doc.problem(path, issue.message)];

@@ -1,4 +1,5 @@
-// A configuration problem as the operator sees it: `PATH:LINE:COLUMN: message`.
+// A configuration problem as the operator sees it: `PATH:LINE:COLUMN: message`, or
+// `PATH:LINE:COLUMN: warning: message` for one that does not stop the file being used.
 
 export interface ConfigProblem {
   file: string;
@@ -7,11 +8,14 @@ export interface ConfigProblem {
   /** Dotted location in the document, e.g. `plans.free.global.rate`. */
   path: string;
   message: string;
+  /** "warning": reported, and the file is used anyway. Absent: an error. */
+  severity?: "warning";
 }
 
 export function formatProblem(p: ConfigProblem): string {
   const where = p.path ? `${p.path}: ` : "";
-  return `${p.file}:${p.line}:${p.column}: ${where}${p.message}`;
+  const severity = p.severity === "warning" ? "warning: " : "";
+  return `${p.file}:${p.line}:${p.column}: ${severity}${where}${p.message}`;
 }
 
 export class ConfigError extends Error {

@@ -83,7 +83,7 @@ const upstreamLong = z.strictObject({
     .describe("pooled connections to this upstream (default 128)"),
 });
 
-const upstream = z.union([
+export const upstreamSchema = z.union([
   z.url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" }),
   upstreamLong,
 ]);
@@ -132,7 +132,7 @@ export const headerSafeName = (what: string, header: string) =>
     `${what} may only hold letters, digits and . _ ~ @ + = : - / (1 to 256 of them): it is sent to the upstream in ${header}`,
   );
 
-const clientSchema = z.strictObject({
+export const clientSchema = z.strictObject({
   id: headerSafeName("a client id", "Tollgate-Client")
     .refine((id) => !id.toLowerCase().startsWith("jwt:"), {
       message:
@@ -151,7 +151,7 @@ const clientSchema = z.strictObject({
     .describe("clients of one tenant share its tenant limit"),
 });
 
-const routeSchema = z.strictObject({
+export const routeSchema = z.strictObject({
   name: routeName().describe("the route's name in plans, metrics, logs and limit names"),
   match: z.strictObject({
     path: z
@@ -160,6 +160,8 @@ const routeSchema = z.strictObject({
       .describe("path prefix, matched on segment boundaries; the longest wins"),
     methods: z
       .array(z.string().regex(/^[A-Za-z]+$/, "expected an HTTP method such as GET"))
+      // An empty list would read as "no method" but match every one, as if it were left out.
+      .min(1, "list at least one method, or leave methods out to match every method")
       .optional()
       .describe("only these methods (default: all)"),
   }),
@@ -176,7 +178,7 @@ const routeSchema = z.strictObject({
     ),
 });
 
-const planSchema = z.strictObject({
+export const planSchema = z.strictObject({
   global: limitSchema.optional().describe("per caller, across all routes"),
   tenant: limitSchema.optional().describe("shared by every client of a tenant"),
   routes: z.record(z.string(), limitSchema).default({}).describe("per route name: that route's limit"),
@@ -253,7 +255,7 @@ export const configSchema = z
         .prefault({})
         .describe("the circuit breaker around the store (one per master in a Redis Cluster)"),
     }),
-    upstreams: z.record(z.string(), upstream),
+    upstreams: z.record(z.string(), upstreamSchema),
     identity: z
       .strictObject({
         api_key: z

@@ -10,17 +10,34 @@ export interface MatchableRoute {
   methods: ReadonlySet<string> | null;
 }
 
+/**
+ * The methods a route may name: RFC 9110's and PATCH (RFC 5789). CONNECT is one of them but never
+ * reaches a route: the gateway does not tunnel CONNECT, so the config check refuses it apart.
+ */
+export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
+
+/**
+ * The routes of each prefix in the order a request tries them: routes that name methods first
+ * (they are more specific than a catch-all on the same prefix), each kind in file order. The
+ * matcher and the config check that finds shadowed routes (config/checks.ts) share it.
+ */
+export function routesByPrefix<R extends MatchableRoute>(routes: readonly R[]): Map<string, R[]> {
+  const byPrefix = new Map<string, R[]>();
+  for (const route of routes) {
+    const list = byPrefix.get(route.matchPrefix) ?? [];
+    list.push(route);
+    byPrefix.set(route.matchPrefix, list);
+  }
+  // Array.prototype.sort is stable: file order holds within each kind.
+  for (const list of byPrefix.values()) list.sort((a, b) => (a.methods ? 0 : 1) - (b.methods ? 0 : 1));
+  return byPrefix;
+}
+
 export class RouteMatcher<R extends MatchableRoute> {
-  private readonly byPrefix = new Map<string, R[]>();
+  private readonly byPrefix: Map<string, R[]>;
 
   constructor(routes: readonly R[]) {
-    for (const route of routes) {
-      const list = this.byPrefix.get(route.matchPrefix) ?? [];
-      list.push(route);
-      this.byPrefix.set(route.matchPrefix, list);
-    }
-    // Routes that name methods are more specific than a catch-all on the same prefix.
-    for (const list of this.byPrefix.values()) list.sort((a, b) => (a.methods ? 0 : 1) - (b.methods ? 0 : 1));
+    this.byPrefix = routesByPrefix(routes);
   }
 
   /** `matchPath` comes from normalizeTarget: lower-cased, without a trailing slash. */

@@ -1,5 +1,6 @@
 // The CLI as operators use it: --check, environment substitution, signals.
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLI, spawnGateway, writeConfig } from "../support/gateway.js";
@@ -42,19 +43,43 @@ describe("tollgate --check", () => {
     );
     const r = check(broken, { UPSTREAM_URL: "http://127.0.0.1:3000" });
     expect(r.status).toBe(2);
-    const lines = r.stderr.trim().split("\n");
-    expect(lines).toEqual([`${r.file}:8:25: plans.p.global: unknown key "rat"; did you mean "rate"?`]);
-    // Schema problems come first; once fixed, the semantic one shows.
-    const semantic = check(
-      VALID.replace("upstream: api }\n  - { name: default", "upstream: apx }\n  - { name: default"),
-      {
-        UPSTREAM_URL: "http://127.0.0.1:3000",
-      },
+    // A schema problem does not hide the cross-reference one: both in one pass, in file order.
+    expect(r.stderr).toBe(
+      `${r.file}:8:25: plans.p.global: unknown key "rat"; did you mean "rate"?\n` +
+        `${r.file}:10:53: routes[0].upstream: unknown upstream "apx" (did you mean "api"?)\n`,
     );
-    expect(semantic.status).toBe(2);
-    expect(semantic.stderr).toBe(
-      `${semantic.file}:10:53: routes[0].upstream: unknown upstream "apx" (did you mean "api"?)\n`,
+    expect(r.stdout).toBe("");
+  });
+
+  it("prints warnings as FILE:LINE:COLUMN: warning: and still exits 0, counting them", () => {
+    const yaml = VALID.replace(
+      "plans: { p: { global: { rate: 5/s, burst: 10 } } }",
+      "plans: { p: { global: { rate: 5/s, burst: 10 } }, anonymus: {} }",
     );
+    const r = check(yaml, { UPSTREAM_URL: "http://127.0.0.1:3000" });
+    expect(r.stderr).toBe(
+      `${r.file}:8:51: warning: plans: plan "anonymus" is never used: no client has it (did you mean "anonymous", the plan of callers without a credential?)\n`,
+    );
+    expect(r.stdout).toBe("config OK: 2 routes, 2 plans, 2 clients (1 warning)\n");
+    expect(r.status).toBe(0);
+    // Beside an error, a warning is printed too, in file order, and the exit is 2.
+    const both = check(yaml.replace("match: { path: /slow }", "match: { path: /slow, methods: [GTE] }"), {
+      UPSTREAM_URL: "http://127.0.0.1:3000",
+    });
+    expect(both.stderr).toBe(
+      `${both.file}:8:51: warning: plans: plan "anonymus" is never used: no client has it (did you mean "anonymous", the plan of callers without a credential?)\n` +
+        `${both.file}:10:51: routes[0].match.methods[0]: unknown method "GTE" (did you mean "GET"?)\n`,
+    );
+    expect(both.status).toBe(2);
+  });
+
+  it("passes the minimal file docs/configuration.md opens with", () => {
+    const page = readFileSync(new URL("../../docs/configuration.md", import.meta.url), "utf8");
+    const example = /```yaml\n([\s\S]*?)```/.exec(page)![1]!;
+    const r = check(example);
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toBe("config OK: 1 route, 0 plans, 0 clients\n");
+    expect(r.status).toBe(0);
   });
 
   it("names a missing environment variable", () => {

@@ -33,7 +33,26 @@ function problems(yaml: string, env: Record<string, string> = {}): string[] {
   return r.problems.map(formatProblem);
 }
 
+/** Errors and warnings in file order, as `tollgate --check` prints them. */
+function report(yaml: string, env: Record<string, string> = {}): string[] {
+  const r = loadConfigText(yaml, "gw.yaml", env);
+  return [...(r.ok ? [] : r.problems), ...r.warnings]
+    .sort((a, b) => a.line - b.line || a.column - b.column)
+    .map(formatProblem);
+}
+
 describe("config loading", () => {
+  // Found from outside: a value of a key that takes one of two shapes was reported as a bad
+  // upstream URL, whatever the key.
+  it("a bad value inside a key with two shapes names that value, not the upstream URL form", () => {
+    expect(problems(`${BASE}identity:\n  auth_failures: { limit: 20, window: 60000 }\n`)).toEqual([
+      "gw.yaml:17:39: identity.auth_failures.window: expected a duration such as 250ms, 5s, 15m, 1h or 1d",
+    ]);
+    expect(problems(BASE.replace("api: http://127.0.0.1:3000", "api: 42"))).toEqual([
+      "gw.yaml:5:8: upstreams.api: expected a URL string or a mapping with url, timeout, connect_timeout, connections",
+    ]);
+  });
+
   it("accepts the base config and compiles it", () => {
     const r = loadConfigText(BASE, "gw.yaml", {});
     expect(r.ok).toBe(true);
@@ -362,7 +381,10 @@ upstreams: { api: http://127.0.0.1:3000 }
     for (let r = 0; r < n; r++) yaml += `  - { name: route-${r}, match: { path: /r${r} }, upstream: api }\n`;
     const config = configSchema.parse(parseYaml(yaml));
     const started = performance.now();
-    expect(checkConfig(config)).toEqual([]);
+    const checked = checkConfig(config);
+    expect(checked.filter((p) => !p.warning)).toEqual([]);
+    // No client names any of these plans: each is reported, once.
+    expect(checked.length).toBe(n);
     const rt = compileRuntime(config, { file: "gw.yaml", version: "v" });
     expect(performance.now() - started).toBeLessThan(1000);
     expect(loadConfigText(yaml, "gw.yaml", {}).ok).toBe(true);
@@ -400,5 +422,246 @@ upstreams: { api: http://127.0.0.1:3000 }
     expect(problems(yaml)).toEqual([
       `gw.yaml:10:13: plans.free.global: route "big" costs 12, more than this limit's 10: it could never be admitted (and 2 more routes)`,
     ]);
+  });
+});
+
+describe("a config that cannot lie (issue 20)", () => {
+  const PATTERN_RULE =
+    "looks like a pattern, but route paths are plain prefixes (no wildcards, parameters or regular expressions)";
+
+  it("refuses an unknown method, with the method it looks like", () => {
+    // Accepted, `POST /login` used to fall through to the catch-all route, with no login limit.
+    expect(report(BASE.replace("methods: [POST]", "methods: [PSOT]"))).toEqual([
+      'gw.yaml:14:53: routes[0].match.methods[0]: unknown method "PSOT" (did you mean "POST"?)',
+    ]);
+    expect(report(BASE.replace("methods: [POST]", "methods: [POST, BREW]"))).toEqual([
+      'gw.yaml:14:59: routes[0].match.methods[1]: unknown method "BREW" (known: GET, HEAD, POST, PUT, DELETE, OPTIONS, TRACE, PATCH)',
+    ]);
+    expect(report(BASE.replace("methods: [POST]", "methods: [CONNECT]"))).toEqual([
+      "gw.yaml:14:53: routes[0].match.methods[0]: CONNECT requests never reach a route: the gateway does not tunnel CONNECT",
+    ]);
+    expect(
+      report(BASE.replace("methods: [POST]", "methods: [post, Patch, DELETE, options, trace, put]")),
+    ).toEqual([]);
+  });
+
+  it("refuses a path that looks like a glob, a template or a regex, and names the prefix to write", () => {
+    // Accepted, "/login/*" was a literal prefix that no request ever matched.
+    for (const [path, prefix] of <[string, string][]>[
+      ["/login/*", "/login"],
+      ["/login/**", "/login"],
+      ["/login*", "/login"],
+      ["/*", "/"],
+      ["/users/{id}/orders", "/users"],
+      ["/users/:id", "/users"],
+      ["/v1/<model>", "/v1"],
+      ["/api/v?/users", "/api"],
+      ["/files/[a-z]*", "/files"],
+      ["^/login", "/"],
+      ["/login$", "/login"],
+    ]) {
+      const yaml = BASE.replace("path: /login,", `path: "${path}",`);
+      const expected = path.startsWith("/")
+        ? [
+            `gw.yaml:14:35: routes[0].match.path: "${path}" ${PATTERN_RULE}: path: ${prefix} matches ${prefix} and every path below it`,
+          ]
+        : ["gw.yaml:14:35: routes[0].match.path: a route path starts with /"];
+      expect(report(yaml), path).toEqual(expected);
+    }
+    // Characters a path may hold, and a colon inside a segment, are not patterns.
+    expect(report(BASE.replace("path: /login,", 'path: "/v1/models/gemini:generate",'))).toEqual([]);
+  });
+
+  it("warns about a plan no caller can reach, and uses the file", () => {
+    const yaml = BASE.replace(
+      "\nroutes:\n  - { name: login",
+      "\n  anonymus:\n    global: { rate: 1/s, burst: 5 }\nroutes:\n  - { name: login",
+    );
+    const r = loadConfigText(yaml, "gw.yaml", {});
+    expect(r.ok).toBe(true);
+    expect(r.warnings.map(formatProblem)).toEqual([
+      'gw.yaml:13:3: warning: plans: plan "anonymus" is never used: no client has it (did you mean "anonymous", the plan of callers without a credential?)',
+    ]);
+    // Spelled right, it is the plan of callers without a credential.
+    expect(report(yaml.replace("anonymus:", "anonymous:"))).toEqual([]);
+  });
+
+  it("counts a JWT's default plan, and every plan when tokens carry one, as reached", () => {
+    const secret = "s".repeat(32);
+    const yaml = `${BASE.replace("\nroutes:\n", "\n  partner:\n    global: { rate: 1/s, burst: 5 }\nroutes:\n")}identity:\n  jwt: { secret: ${secret}, default_plan: free }\n`;
+    expect(report(yaml)).toEqual([
+      'gw.yaml:13:3: warning: plans: plan "partner" is never used: no client has it and it is not identity.jwt.default_plan',
+    ]);
+    expect(report(yaml.replace("default_plan: free", "default_plan: partner"))).toEqual([]);
+    expect(report(yaml.replace("default_plan: free", "claims: { plan: tier }"))).toEqual([]);
+  });
+
+  describe("routes another route shadows", () => {
+    const head = `store: { url: "memory://" }\nupstreams: { api: http://127.0.0.1:3000 }\nroutes:\n`;
+    /** `["page", "[GET]"]` is `- { name: page, match: { path: /page, methods: [GET] }, upstream: api }`. */
+    const routes = (...list: [name: string, methods?: string][]) =>
+      head +
+      list
+        .map(
+          ([name, methods]) =>
+            `  - { name: ${name}, match: { path: /page${methods ? `, methods: ${methods}` : ""} }, upstream: api }\n`,
+        )
+        .join("");
+
+    it("sees that a GET route answers HEAD: a HEAD route after it on the same prefix never applies", () => {
+      expect(report(routes(["page", "[GET]"], ["page-head", "[HEAD]"]))).toEqual([
+        'gw.yaml:5:31: routes[1].match: matches the same requests as route "page" (a GET route answers HEAD too), so one of them can never apply',
+      ]);
+      // Listed first, the HEAD route takes HEAD and the GET route the rest: both apply.
+      expect(report(routes(["page-head", "[HEAD]"], ["page", "[GET]"]))).toEqual([]);
+      expect(report(routes(["page", "[GET]"], ["page-head", "[HEAD, PUT]"]))).toEqual([
+        'gw.yaml:5:56: routes[1].match.methods[0]: HEAD requests to this path go to route "page" (a GET route answers HEAD too), never to this one',
+      ]);
+    });
+
+    it("names every route that takes a shadowed route's methods, once per route", () => {
+      expect(report(routes(["a", "[GET]"], ["b", "[POST]"], ["c", "[GET, POST]"]))).toEqual([
+        'gw.yaml:6:23: routes[2].match: can never apply: route "a" takes GET, route "b" takes POST',
+      ]);
+      expect(report(routes(["a", "[GET, POST]"], ["b", "[POST, GET]"]))).toEqual([
+        'gw.yaml:5:23: routes[1].match: matches the same requests as route "a", so one of them can never apply',
+      ]);
+    });
+
+    it("follows the matcher: routes with methods come before a catch-all listed earlier", () => {
+      expect(report(routes(["all"], ["post", "[POST]"]))).toEqual([]);
+      expect(report(routes(["all"], ["again"]))).toEqual([
+        'gw.yaml:5:27: routes[1].match: matches the same requests as route "all", so one of them can never apply',
+      ]);
+    });
+
+    it("refuses an empty method list, which would match every method, and warns of a repeat", () => {
+      expect(report(routes(["page", "[]"]))).toEqual([
+        "gw.yaml:4:50: routes[0].match.methods: list at least one method, or leave methods out to match every method",
+      ]);
+      expect(report(routes(["page", "[GET, get]"]))).toEqual([
+        "gw.yaml:4:56: warning: routes[0].match.methods[1]: GET is listed twice",
+      ]);
+    });
+
+    it("warns when a path matches as another path once normalised", () => {
+      expect(
+        report(`${head}  - { name: page, match: { path: "/v1//search/./x;v=1" }, upstream: api }\n`),
+      ).toEqual([
+        'gw.yaml:4:34: warning: routes[0].match.path: "/v1//search/./x;v=1" matches requests as "/v1/search/x": request paths are normalized before matching (dot segments resolved, "//" merged, ";parameters" dropped); write "/v1/search/x"',
+      ]);
+      expect(report(`${head}  - { name: page, match: { path: /V1/Search/ }, upstream: api }\n`)).toEqual([]);
+    });
+  });
+});
+
+describe("names that only an object's prototype has", () => {
+  it("are unknown upstreams and plans, not ones the gateway would crash on", () => {
+    expect(
+      problems(
+        BASE.replace("upstream: api }\n  - { name: default", "upstream: constructor }\n  - { name: default"),
+      ),
+    ).toEqual(['gw.yaml:14:72: routes[0].upstream: unknown upstream "constructor" (known: api)']);
+    expect(problems(BASE.replace("plan: free, tenant", "plan: toString, tenant"))).toEqual([
+      'gw.yaml:7:32: clients[0].plan: unknown plan "toString" (known: free)',
+    ]);
+  });
+});
+
+describe("every problem in one pass (issue 20)", () => {
+  it("lists a typo in a plan, a route's unknown upstream and a client's unknown plan at once", () => {
+    const yaml = BASE.replace("global: { rate: 5/s", "global: { ratee: 5/s")
+      .replace("methods: [POST] }, upstream: api", "methods: [POST] }, upstream: apj")
+      .replace("plan: free, tenant", "plan: fre, tenant");
+    expect(report(yaml)).toEqual([
+      'gw.yaml:7:32: clients[0].plan: unknown plan "fre" (did you mean "free"?)',
+      'gw.yaml:10:15: plans.free.global: unknown key "ratee"; did you mean "rate"?',
+      'gw.yaml:14:72: routes[0].upstream: unknown upstream "apj" (did you mean "api"?)',
+    ]);
+  });
+
+  it("still checks the rest of a plan, a route or a client that has a schema error", () => {
+    const yaml = BASE.replace("global: { rate: 5/s", "global: { ratee: 5/s")
+      .replace("      login: { limit", "      logn: { limit")
+      .replace(
+        "{ name: default, match: { path: / }, upstream: api }",
+        "{ name: default, match: { path: / }, upstream: apx, cost: x }",
+      )
+      .replace("plan: free, tenant: acme", 'plan: fre, tenant: "a b"');
+    expect(report(yaml)).toEqual([
+      'gw.yaml:7:32: clients[0].plan: unknown plan "fre" (did you mean "free"?)',
+      "gw.yaml:7:45: clients[0].tenant: a tenant may only hold letters, digits and . _ ~ @ + = : - / (1 to 256 of them): it is sent to the upstream in Tollgate-Tenant",
+      'gw.yaml:10:15: plans.free.global: unknown key "ratee"; did you mean "rate"?',
+      'gw.yaml:12:7: plans.free.routes: unknown route "logn" (did you mean "login"?)',
+      'gw.yaml:15:52: routes[1].upstream: unknown upstream "apx" (did you mean "api"?)',
+      "gw.yaml:15:63: routes[1].cost: Invalid input: expected number, received string",
+    ]);
+  });
+
+  it("does not call unknown what exists but has its own schema error", () => {
+    // The route "login" fails (by), the upstream "api" fails (its URL), the plan "free" fails
+    // (its name): what names them is not told they are unknown.
+    const yaml = BASE.replace(
+      "methods: [POST] }, upstream: api }",
+      "methods: [POST] }, upstream: api, by: user }",
+    )
+      .replace("  api: http://127.0.0.1:3000", "  api: ftp://127.0.0.1:3000")
+      .replace("  free:\n", "  free!:\n")
+      .replace("plan: free,", "plan: free!,");
+    expect(report(yaml)).toEqual([
+      "gw.yaml:5:8: upstreams.api: expected an http:// or https:// URL",
+      'gw.yaml:9:3: plans: "free!" cannot be used: a plan name may only hold letters, digits, "_" and "-" (1 to 64 of them): it is sent to clients in the RateLimit headers and to the upstream in Tollgate-Plan',
+      'gw.yaml:14:81: routes[0].by: Invalid option: expected one of "ip"|"tenant"',
+    ]);
+    // A store with a typo is not also told it needs a url.
+    expect(report(BASE.replace("  url: memory://", "  urll: memory://"))).toEqual([
+      'gw.yaml:3:3: store: unknown key "urll"; did you mean "url"?',
+    ]);
+  });
+
+  it("checks what validated beside a missing section", () => {
+    const yaml = BASE.replace("store:\n  url: memory://\n", "").replace(
+      "upstream: api }\n  - { name: default",
+      "upstream: apx }\n  - { name: default",
+    );
+    expect(report(yaml)).toEqual([
+      "gw.yaml:1:1: store is required",
+      'gw.yaml:12:72: routes[0].upstream: unknown upstream "apx" (did you mean "api"?)',
+    ]);
+  });
+});
+
+describe("checking what passed beside what did not", () => {
+  it("never throws, and positions every problem, whatever shape a section has", () => {
+    const shapes = ["null", "1", "x", "[]", "{}", "[1]", "{ a: 1 }", "[{ a: 1 }]", "{ a: { b: [] } }"];
+    const sections = [
+      "store",
+      "upstreams",
+      "identity",
+      "clients",
+      "plans",
+      "routes",
+      "deny",
+      "headers",
+      "log",
+    ];
+    for (const section of sections) {
+      for (const shape of shapes) {
+        // The section replaced, and a typo elsewhere so that the file always fails the schema.
+        const lines = BASE.replace("global: { rate: 5/s", "global: { ratee: 5/s").split("\n");
+        const start = lines.findIndex((l) => l.startsWith(`${section}:`));
+        let end = start + 1;
+        while (start >= 0 && end < lines.length && /^\s/.test(lines[end]!)) end++;
+        if (start >= 0) lines.splice(start, end - start, `${section}: ${shape}`);
+        else lines.push(`${section}: ${shape}`);
+        const r = loadConfigText(lines.join("\n"), "gw.yaml", {});
+        expect(r.ok, `${section}: ${shape}`).toBe(false);
+        if (r.ok) continue;
+        for (const p of [...r.problems, ...r.warnings]) {
+          expect(p.line, `${section}: ${shape}: ${formatProblem(p)}`).toBeGreaterThanOrEqual(1);
+          expect(p.column).toBeGreaterThanOrEqual(1);
+        }
+      }
+    }
   });
 });
