@@ -8,20 +8,25 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
-# Runtime stage: production dependencies, the compiled code, the Lua scripts and the config.
+# Runtime stage: production dependencies, the compiled code and the Lua scripts. No config: the
+# image refuses to start until one is mounted at $TOLLGATE_CONFIG (docker-entrypoint.sh), since
+# a default config would either accept guessable demo keys or nothing at all.
 FROM node:22-slim
 ENV NODE_ENV=production \
-    TOLLGATE_CONFIG=/app/config/gateway.yaml \
+    TOLLGATE_CONFIG=/etc/tollgate/gateway.yaml \
     TOLLGATE_LISTEN=0.0.0.0:8080
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY lua ./lua
-COPY config ./config
+COPY deploy/docker-entrypoint.sh ./docker-entrypoint.sh
 USER node
+# 9090 is the admin listener's default port; it listens on the container's own loopback unless
+# the config says otherwise (TOLLGATE_ADMIN_LISTEN=0.0.0.0:9090 with config/gateway.yaml).
 EXPOSE 8080 9090
-# /healthz is on the admin listener (127.0.0.1:9090 by default), reachable from inside.
-HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
-  CMD ["node", "-e", "fetch('http://127.0.0.1:9090/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-ENTRYPOINT ["node", "dist/cli.js"]
+# GET /healthz on the admin listener the mounted config names (admin.listen, after ${VAR}
+# substitution): the port is read from the config, never assumed.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 \
+  CMD ["node", "/app/dist/admin/healthcheck.js", "/healthz"]
+ENTRYPOINT ["/bin/sh", "/app/docker-entrypoint.sh"]

@@ -5,6 +5,7 @@ import type { AddressInfo, Socket } from "node:net";
 import type { Logger } from "pino";
 import { Metrics } from "./admin/metrics.js";
 import { createAdminHandler } from "./admin/server.js";
+import { StoreErrors, storeAddress } from "./admin/store-errors.js";
 import { SustainedDenials } from "./admin/sustained.js";
 import { compileRuntime, type Runtime } from "./config/compile.js";
 import { loadConfigFile, loadConfigFileOffThread } from "./config/load.js";
@@ -80,7 +81,12 @@ const WATCH_DEBOUNCE_MS = 200;
 /** Most keys the local fallback (on_failure: local) holds; it only covers outages. */
 const LOCAL_FALLBACK_MAX_KEYS = 100_000;
 
-export function createStore(rt: Runtime, logger: Logger, metrics: Metrics): Store {
+export function createStore(
+  rt: Runtime,
+  logger: Logger,
+  metrics: Metrics,
+  errors = new StoreErrors(storeAddress(rt.store)),
+): Store {
   if (rt.store.url.startsWith("memory://")) return new MemoryStore();
   let lastLogged = 0;
   const redis = new RedisStore({
@@ -89,16 +95,21 @@ export function createStore(rt: Runtime, logger: Logger, metrics: Metrics): Stor
     sentinel: rt.store.sentinel,
     timeoutMs: rt.store.timeoutMs,
     onError: (err) => {
+      errors.connectionFailed(err);
       // A down Redis errors on every reconnect attempt; once every 5 s is enough to notice.
       const now = Date.now();
       if (now - lastLogged < 5000) return;
       lastLogged = now;
       logger.warn(
-        { err: { message: err.message, code: (err as NodeJS.ErrnoException).code } },
+        {
+          problem: errors.describe(err),
+          err: { message: err.message, code: (err as NodeJS.ErrnoException).code },
+        },
         "limit store error",
       );
     },
   });
+  redis.client.on("ready", () => errors.connected());
   const b = rt.config.store.breaker;
   return new BreakerStore(
     redis,
@@ -142,6 +153,16 @@ export function urlOf(a: AddressInfo): string {
   return `http://${host}:${a.port}`;
 }
 
+/**
+ * Where this gateway sends things, for its start line: the store's address and each upstream's
+ * URL, without the user and password either may carry.
+ */
+export function targetsOf(rt: Runtime): { store_address: string; upstreams: Record<string, string> } {
+  const upstreams: Record<string, string> = {};
+  for (const u of rt.upstreams.values()) upstreams[u.name] = u.origin + u.basePath;
+  return { store_address: storeAddress(rt.store), upstreams };
+}
+
 /** The files a runtime was loaded from: the config, and the JWT key file it names. */
 function watchedFiles(rt: Runtime): string[] {
   return rt.keyFile === undefined ? [rt.file] : [rt.file, rt.keyFile];
@@ -156,6 +177,8 @@ export class Gateway {
   readonly metrics = new Metrics();
   private runtime: Runtime;
   private readonly store: Store;
+  /** Store failures in an operator's words, with the cause of the last failed connection. */
+  private readonly storeErrors: StoreErrors;
   private limiter: Limiter;
   private readonly pools = new UpstreamPools();
   private readonly inFlight = { count: 0 };
@@ -172,7 +195,9 @@ export class Gateway {
     this.runtime = runtime;
     this.env = env;
     this.logger = logger;
-    this.store = createStore(runtime, logger, this.metrics);
+    // The store's address cannot change without a restart (config/restart.ts).
+    this.storeErrors = new StoreErrors(storeAddress(runtime.store));
+    this.store = createStore(runtime, logger, this.metrics, this.storeErrors);
     this.limiter = this.newLimiter(runtime);
   }
 
@@ -187,6 +212,10 @@ export class Gateway {
       keyFile: loaded.keyFile,
     });
     const logger = options.logger ?? createLogger(loaded.config.log.level);
+    // Warnings (config/checks.ts) do not stop the gateway; with workers, the primary logs them.
+    if (loaded.warnings.length && options.role !== "worker") {
+      logger.warn({ warnings: loaded.warnings.map(formatProblem) }, "config loaded with warnings");
+    }
     const gateway = new Gateway(runtime, logger, options.env ?? process.env);
     if (!(await gateway.store.waitUntilReady(STARTUP_STORE_WAIT_MS))) {
       logger.warn(
@@ -228,12 +257,19 @@ export class Gateway {
       if (!loaded.ok) {
         this.metrics.configReloads.labels("error").inc();
         this.logger.error(
-          { trigger, problems: loaded.problems.map(formatProblem) },
+          {
+            trigger,
+            problems: loaded.problems.map(formatProblem),
+            ...(loaded.warnings.length ? { warnings: loaded.warnings.map(formatProblem) } : {}),
+          },
           "config reload refused; the previous config keeps serving",
         );
         return { ok: false, problems: loaded.problems };
       }
       if (loaded.version === this.runtime.version) {
+        // Said and counted, so a SIGHUP that changed nothing is told from one that was lost.
+        this.metrics.configReloads.labels("unchanged").inc();
+        this.logger.info({ trigger, config_version: loaded.version }, "config unchanged");
         return { ok: true, version: loaded.version, changed: false, restartRequired: [] };
       }
       const split = splitRestartOnly(this.runtime.config, loaded.config);
@@ -263,6 +299,12 @@ export class Gateway {
           ? "config reloaded; some settings only apply after a restart"
           : "config reloaded",
       );
+      if (loaded.warnings.length) {
+        this.logger.warn(
+          { trigger, warnings: loaded.warnings.map(formatProblem) },
+          "config reloaded with warnings",
+        );
+      }
       const result: ReloadResult = {
         ok: true,
         version: next.version,
@@ -348,6 +390,7 @@ export class Gateway {
       proxy.on("upgrade", (req, socket, head) => pipeline.handleUpgrade(req, socket as Socket, head, proxy));
       // Expect: 100-continue is answered by the pipeline once the limits allow the request.
       proxy.on("checkContinue", pipeline.handle);
+      proxy.on("connect", (req, socket) => pipeline.handleConnect(req, socket as Socket));
     }
     if (role !== "worker") {
       const admin = createAdminHandler({
@@ -357,6 +400,8 @@ export class Gateway {
         metrics: this.metrics,
         metricsText,
         reload: () => this.reload("admin"),
+        describeStoreError: (err) => this.storeErrors.describe(err),
+        logger: this.logger,
       });
       this.adminServer = createServer((req, res) => void admin(req, res));
     }
@@ -375,6 +420,7 @@ export class Gateway {
         proxy: this.proxyAddress ? urlOf(this.proxyAddress) : undefined,
         admin: this.adminAddress ? urlOf(this.adminAddress) : undefined,
         store: this.store.kind,
+        ...targetsOf(this.runtime),
         config: this.runtime.file,
         config_version: this.runtime.version,
         routes: this.runtime.routeList.length,

@@ -6,7 +6,7 @@ import cluster, { type Worker } from "node:cluster";
 import { availableParallelism } from "node:os";
 import { AggregatorRegistry } from "prom-client";
 import { ConfigError, formatProblem } from "./config/problems.js";
-import { Gateway } from "./server.js";
+import { Gateway, targetsOf } from "./server.js";
 
 const RELOAD = "tollgate:reload";
 
@@ -92,6 +92,7 @@ export async function runPrimary(file: string, count: number): Promise<void> {
       admin: `http://${gateway.adminAddress!.address}:${gateway.adminAddress!.port}`,
       workers: count,
       store: gateway.currentStore.kind,
+      ...targetsOf(gateway.currentRuntime),
     },
     "tollgate listening",
   );

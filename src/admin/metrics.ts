@@ -84,12 +84,11 @@ export class Metrics {
     this.breakerState.set(0);
     this.configReloads = new Counter({
       name: "tollgate_config_reloads_total",
-      help: "Config reloads by result (success, error).",
+      help: "Config reloads by result: success (applied), unchanged (the files had not changed), error (refused).",
       labelNames: ["result"],
       registers: [this.registry],
     });
-    this.configReloads.labels("success").inc(0);
-    this.configReloads.labels("error").inc(0);
+    for (const result of ["success", "unchanged", "error"]) this.configReloads.labels(result).inc(0);
     this.sustainedDenials = new Gauge({
       name: "tollgate_sustained_denials",
       help: "Callers denied without pause for longer than sustained_denial (a retry loop without backoff).",

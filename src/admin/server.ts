@@ -2,15 +2,19 @@
 // until an admin token is configured, so an unconfigured gateway exposes nothing there.
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Logger } from "pino";
 import type { Runtime } from "../config/compile.js";
 import { formatProblem } from "../config/problems.js";
+import { formatDuration, type Rate } from "../config/units.js";
 import { withDeadline } from "../deadline.js";
 import { type Limiter, lastHourTopKeys } from "../limits/limiter.js";
 import { quota } from "../limits/spec.js";
 import type { Store } from "../limits/store.js";
+import { StoreTimeoutError } from "../limits/stores/redis.js";
 import type { ReloadResult } from "../server.js";
 import { callerLimits, parseCallerRef } from "./callers.js";
 import type { Metrics } from "./metrics.js";
+import { StoreErrors, storeAddress } from "./store-errors.js";
 
 export interface AdminDeps {
   runtime: () => Runtime;
@@ -21,6 +25,13 @@ export interface AdminDeps {
   /** The /metrics text; default: `metrics.registry` (a primary aggregates its workers'). */
   metricsText?: () => Promise<{ text: string; contentType: string }>;
   reload: () => Promise<ReloadResult>;
+  /**
+   * A store failure in an operator's words (store-errors.ts); default: described from the
+   * config's store address alone, without the cause of the last failed connection.
+   */
+  describeStoreError?: (err: unknown) => string;
+  /** Where an unexpected error of an admin request is logged in full. */
+  logger?: Pick<Logger, "error">;
 }
 
 /**
@@ -39,18 +50,30 @@ export interface Readiness {
   reason?: string;
 }
 
-/** Ready when a config is loaded and the store answers, or when no route fails closed anyway. */
-export async function readiness(rt: Runtime, store: Store): Promise<Readiness> {
+/**
+ * Ready when a config is loaded and the store answers, or when no route fails closed anyway.
+ * The reason names the store's address and what is wrong (store-errors.ts).
+ */
+export async function readiness(
+  rt: Runtime,
+  store: Store,
+  describe: (err: unknown) => string = (err) => new StoreErrors(storeAddress(rt.store)).describe(err),
+): Promise<Readiness> {
   const failsClosed = rt.routeList.some((r) => r.onFailure === "closed");
   try {
     const ms = Math.max(rt.store.timeoutMs, 250);
-    await withDeadline(store.ping(), ms, () => new Error(`no answer within ${ms} ms`));
+    await withDeadline(store.ping(), ms, () => new StoreTimeoutError(ms));
     return { ready: true };
   } catch (err) {
-    const reason = `the limit store does not answer: ${(err as Error).message}`;
-    return failsClosed ? { ready: false, reason } : { ready: true, reason: `${reason} (routes fail open)` };
+    const reason = describe(err);
+    return failsClosed
+      ? { ready: false, reason }
+      : { ready: true, reason: `${reason}; no route fails closed` };
   }
 }
+
+/** A store failure met by an admin request: answered 503 with its description. */
+class AdminStoreError extends Error {}
 
 function problem(
   res: ServerResponse,
@@ -70,7 +93,54 @@ function allow(req: IncomingMessage, res: ServerResponse, ...methods: string[]):
   return false;
 }
 
-/** What /admin/config shows: the shape of the config, never its secrets. */
+const RATE_UNITS: Record<number, string> = { 1000: "s", 60000: "m", 3600000: "h", 86400000: "d" };
+
+/** A parsed rate in the file's notation: `5/s`. */
+export function formatRate(rate: Rate): string {
+  const unit = RATE_UNITS[rate.periodMs];
+  return unit ? `${rate.count}/${unit}` : `${rate.count}/${formatDuration(rate.periodMs)}`;
+}
+
+/** Bytes in the file's notation: `1mb`, `64kb`, `512b`. */
+export function formatSize(bytes: number): string {
+  for (const [unit, size] of [
+    ["gb", 1024 ** 3],
+    ["mb", 1024 ** 2],
+    ["kb", 1024],
+  ] as const) {
+    if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`;
+  }
+  return `${bytes}b`;
+}
+
+type ParsedLimit = Runtime["config"]["plans"][string]["routes"][string];
+
+/** A limit as the file writes it: rates as `5/s`, windows and leases as `15m`. */
+function describeLimit(limit: ParsedLimit): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...limit };
+  if (limit.rate !== undefined) out.rate = formatRate(limit.rate);
+  if (limit.window !== undefined) out.window = formatDuration(limit.window);
+  if (limit.lease !== undefined) out.lease = formatDuration(limit.lease);
+  return out;
+}
+
+function describePlans(plans: Runtime["config"]["plans"]) {
+  return Object.fromEntries(
+    Object.entries(plans).map(([name, plan]) => [
+      name,
+      {
+        ...(plan.global ? { global: describeLimit(plan.global) } : {}),
+        ...(plan.tenant ? { tenant: describeLimit(plan.tenant) } : {}),
+        routes: Object.fromEntries(Object.entries(plan.routes).map(([r, l]) => [r, describeLimit(l)])),
+      },
+    ]),
+  );
+}
+
+/**
+ * What /admin/config shows: the shape of the config, never its secrets. Durations, rates and
+ * sizes are written as in the file (`15m`, `5/s`, `1mb`), not in the gateway's internal units.
+ */
 export function describeConfig(rt: Runtime) {
   return {
     version: rt.version,
@@ -84,16 +154,21 @@ export function describeConfig(rt: Runtime) {
       by: r.by,
       cost: r.cost,
       on_failure: r.onFailure,
-      max_body: r.maxBody ?? null,
+      max_body: r.maxBody === undefined ? null : formatSize(r.maxBody),
     })),
-    plans: rt.config.plans,
+    plans: describePlans(rt.config.plans),
     clients: rt.config.clients.map((c) => ({ id: c.id, plan: c.plan, tenant: c.tenant ?? null })),
     identity: {
       api_key_header: rt.identity.header,
       jwt: rt.identity.jwt ? { algorithms: rt.identity.jwt.algorithms } : null,
       trusted_proxies: rt.config.identity.trusted_proxies,
     },
-    store: { kind: rt.store.url.split(":")[0], prefix: rt.store.prefix, timeout_ms: rt.store.timeoutMs },
+    store: {
+      kind: rt.store.url.split(":")[0],
+      address: storeAddress(rt.store),
+      prefix: rt.store.prefix,
+      timeout: formatDuration(rt.store.timeoutMs),
+    },
   };
 }
 
@@ -117,6 +192,16 @@ function sendJson(res: ServerResponse, status: number, body: unknown, type = "ap
 }
 
 export function createAdminHandler(deps: AdminDeps) {
+  const describeStoreError =
+    deps.describeStoreError ??
+    ((err: unknown) => new StoreErrors(storeAddress(deps.runtime().store)).describe(err));
+  /** `work` (store reads and writes), its failure described for the operator. */
+  const fromStore = <T>(work: () => Promise<T>): Promise<T> =>
+    Promise.resolve()
+      .then(work)
+      .catch((err: unknown) => {
+        throw new AdminStoreError(describeStoreError(err));
+      });
   /** `/admin/*`: 404 unless a token is configured, then `Authorization: Bearer <token>`. */
   async function handleOperatorApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     const token = deps.runtime().config.admin.token;
@@ -152,8 +237,10 @@ export function createAdminHandler(deps: AdminDeps) {
       if (!allow(req, res, "GET")) return;
       const n = Math.min(Math.max(Number(url.searchParams.get("n") ?? 10) || 10, 1), 1000);
       const rt = deps.runtime();
-      await deps.limiter().flushDenials();
-      const top = await deps.store().topDenials(lastHourTopKeys(rt.store.prefix, Date.now()), n);
+      const top = await fromStore(async () => {
+        await deps.limiter().flushDenials();
+        return deps.store().topDenials(lastHourTopKeys(rt.store.prefix, Date.now()), n);
+      });
       sendJson(res, 200, {
         window_seconds: 3600,
         callers: top.map((t) => ({ caller: t.caller, denials: t.count })),
@@ -212,19 +299,18 @@ export function createAdminHandler(deps: AdminDeps) {
     }
     const { checks, logKey, plan, tenant } = found.limits;
     const store = deps.store();
-    await deps.limiter().flushDenials();
+    await fromStore(() => deps.limiter().flushDenials());
     if (req.method === "DELETE") {
       const keys = checks.map((c) => c.key);
       if (logKey) keys.push(logKey);
       deps.limiter().forgetDenials(keys);
-      const deleted = await store.reset(keys);
+      const deleted = await fromStore(() => store.reset(keys));
       sendJson(res, 200, { caller: name, reset: true, keys_deleted: deleted });
       return;
     }
-    const [views, denials] = await Promise.all([
-      store.peek(checks),
-      logKey ? store.denials(logKey) : Promise.resolve([]),
-    ]);
+    const [views, denials] = await fromStore(() =>
+      Promise.all([store.peek(checks), logKey ? store.denials(logKey) : Promise.resolve([])]),
+    );
     sendJson(res, 200, {
       caller: name,
       plan: plan ?? null,
@@ -263,7 +349,7 @@ export function createAdminHandler(deps: AdminDeps) {
           return;
         case "/readyz": {
           const rt = deps.runtime();
-          const r = await readiness(rt, deps.store());
+          const r = await readiness(rt, deps.store(), describeStoreError);
           sendJson(res, r.ready ? 200 : 503, {
             status: r.ready ? "ready" : "not ready",
             reason: r.reason,
@@ -283,19 +369,13 @@ export function createAdminHandler(deps: AdminDeps) {
           problem(res, 404, "Not Found", `no admin endpoint ${path}`);
       }
     } catch (err) {
-      if (!res.headersSent)
-        sendJson(
-          res,
-          500,
-          {
-            type: "about:blank",
-            title: "Internal Server Error",
-            status: 500,
-            detail: (err as Error).message,
-          },
-          "application/problem+json",
-        );
-      else res.destroy();
+      if (res.headersSent) res.destroy();
+      // The store is down or refusing: not the gateway's fault, and the detail says what to fix.
+      else if (err instanceof AdminStoreError) problem(res, 503, "Service Unavailable", err.message);
+      else {
+        deps.logger?.error({ err, path }, "admin request failed");
+        problem(res, 500, "Internal Server Error", (err as Error).message);
+      }
     }
   };
 }

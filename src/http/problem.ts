@@ -17,6 +17,7 @@ export const PROBLEMS = {
   unauthorized: { status: 401, title: "Unauthorized" },
   caller_denied: { status: 403, title: "Forbidden" },
   no_route: { status: 404, title: "Not Found" },
+  method_not_allowed: { status: 405, title: "Method Not Allowed" },
   request_timeout: { status: 408, title: "Request Timeout" },
   body_too_large: { status: 413, title: "Content Too Large" },
   headers_too_large: { status: 431, title: "Request Header Fields Too Large" },

@@ -69,8 +69,15 @@ export interface ForwardingContext {
   upstreamHost: string;
   /** The socket peer, as text. */
   peer: string;
-  /** Whether the peer is a trusted proxy whose X-Forwarded-* may be kept and extended. */
+  /** Whether the peer is a trusted proxy whose X-Forwarded-Proto/-Host and client-address headers are kept. */
   peerTrusted: boolean;
+  /**
+   * The X-Forwarded-For the gateway extends with the peer: only what it trusts. From a trusted
+   * proxy that sets X-Forwarded-For, that header; from one that sets Forwarded
+   * (`client_ip_header: forwarded`), the caller's address read from it, since the client's own
+   * X-Forwarded-For passes such a proxy untouched; from anyone else, nothing.
+   */
+  forwardedFor: string | undefined;
   identity: UpstreamIdentity;
   requestId: string;
   /** The API key header (lower case): its `_` spellings are dropped too. */
@@ -103,7 +110,7 @@ export function upstreamRequestHeaders(
     if (ctx.hidden?.includes(lower)) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
-  const priorFor = ctx.peerTrusted ? headers["x-forwarded-for"] : undefined;
+  const priorFor = ctx.forwardedFor;
   out.push("host", ctx.upstreamHost);
   out.push("x-forwarded-for", priorFor ? `${priorFor}, ${ctx.peer}` : ctx.peer);
   out.push("x-forwarded-proto", (ctx.peerTrusted && single(headers["x-forwarded-proto"])) || "http");

@@ -21,6 +21,7 @@ import {
   presentsCredential,
 } from "../identity/caller.js";
 import { fieldLines, resolveClientIp } from "../identity/forwarded.js";
+import { formatIp } from "../identity/ip.js";
 import { ipKeyFor, type Peer, socketPeer } from "../identity/peer.js";
 import {
   type AppliedLimit,
@@ -35,11 +36,17 @@ import { forward } from "./forward.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
 import { extraUnits } from "./post-charge.js";
 import { tunnel } from "./tunnel.js";
-import { closeAfterAnswer, isWebSocketUpgrade, serveWithoutUpgrade } from "./upgrade.js";
+import {
+  closeAfterAnswer,
+  type Handshake,
+  isWebSocketUpgrade,
+  serveWithoutUpgrade,
+  watchHandshake,
+} from "./upgrade.js";
 import type { UpstreamPools } from "./upstreams.js";
 
-/** Upgrade requests in flight: their client socket and the bytes read past the handshake. */
-const upgrades = new WeakMap<IncomingMessage, { socket: Socket; head: Buffer }>();
+/** WebSocket handshakes in flight: their client socket, watched until it is answered. */
+const upgrades = new WeakMap<IncomingMessage, { socket: Socket; handshake: Handshake }>();
 
 /**
  * A WebSocket handshake must be decided and answered within this, or its socket is closed: Node
@@ -53,6 +60,14 @@ const EXPECT_CONTINUE = /^100-continue$/i;
 const awaitingContinue = new WeakMap<ServerResponse, boolean>();
 
 type AllowedDecision = Extract<LimitDecision, { kind: "allowed" }>;
+
+/** What the gateway believes of the forwarding headers a request came with. */
+interface Trust {
+  /** The socket peer is a trusted proxy. */
+  peerTrusted: boolean;
+  /** The X-Forwarded-For to extend with the peer (see ForwardingContext.forwardedFor). */
+  forwardedFor: string | undefined;
+}
 
 export interface PipelineDeps {
   runtime: () => Runtime;
@@ -172,7 +187,7 @@ export function createPipeline(deps: PipelineDeps) {
     res.assignSocket(socket);
     res.shouldKeepAlive = false;
     res.once("finish", () => closeAfterAnswer(socket));
-    upgrades.set(req, { socket, head });
+    upgrades.set(req, { socket, handshake: watchHandshake(socket, head) });
     handle(req, res);
   }
 
@@ -193,9 +208,36 @@ export function createPipeline(deps: PipelineDeps) {
     guarded(rt, res, log, () => handleRequest(rt, req, res, log));
   }
 
-  return { handle, handleUpgrade };
+  /**
+   * CONNECT: a gateway in front of APIs is no forward proxy. Node would close the socket without
+   * a word (nothing answered, logged or counted); it gets a 405 problem and the socket is closed.
+   */
+  function handleConnect(req: IncomingMessage, socket: Socket): void {
+    const res = new ServerResponse(req);
+    res.assignSocket(socket);
+    res.shouldKeepAlive = false;
+    res.once("finish", () => closeAfterAnswer(socket));
+    handle(req, res);
+  }
+
+  return { handle, handleUpgrade, handleConnect };
 
   function handleRequest(rt: Runtime, req: IncomingMessage, res: ServerResponse, log: RequestLog): void {
+    if (req.method === "CONNECT") {
+      reject(
+        rt,
+        res,
+        log,
+        "bad_request",
+        "method_not_allowed",
+        "CONNECT is not served: this gateway is not a forward proxy",
+        {
+          allow: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS",
+          connection: "close",
+        },
+      );
+      return;
+    }
     const framing = framingProblem(req.rawHeaders, req.headers, req.httpVersionMajor, req.httpVersionMinor);
     if (framing) {
       reject(rt, res, log, "bad_request", framing.code, framing.detail, { connection: "close" });
@@ -242,7 +284,23 @@ export function createPipeline(deps: PipelineDeps) {
         )
       : peer.bytes;
     const ipKey = ipKeyFor(ip, peer, rt.identity.ipv6Prefix);
+    const trust: Trust = {
+      peerTrusted,
+      forwardedFor: !peerTrusted
+        ? undefined
+        : rt.identity.clientIpHeader === "x-forwarded-for"
+          ? headerText(req.headers["x-forwarded-for"])
+          : ip === peer.bytes
+            ? undefined
+            : formatIp(ip),
+    };
     const authFailures = rt.identity.authFailures;
+    // A denied address is refused before its credential is read: answering 401 or 403 by the
+    // key would let it tell valid keys from invalid ones.
+    if (rt.deny.ips.contains(ip)) {
+      reject(rt, res, log, "caller_denied", "caller_denied", "this caller is not allowed to use this API");
+      return;
+    }
 
     const withCaller = (identified: Identification): void => {
       if (!identified.ok) {
@@ -257,7 +315,7 @@ export function createPipeline(deps: PipelineDeps) {
       log.callerKind = caller.kind;
       log.callerId = caller.kind === "client" ? caller.id : caller.ipKey;
 
-      if (rt.deny.ips.contains(ip) || (caller.kind === "client" && rt.deny.clients.has(caller.id))) {
+      if (caller.kind === "client" && rt.deny.clients.has(caller.id)) {
         reject(rt, res, log, "caller_denied", "caller_denied", "this caller is not allowed to use this API");
         return;
       }
@@ -324,7 +382,7 @@ export function createPipeline(deps: PipelineDeps) {
             route,
             caller,
             peer,
-            peerTrusted,
+            trust,
             target.path + target.query,
             responseHeaders,
             allowed,
@@ -518,7 +576,7 @@ export function createPipeline(deps: PipelineDeps) {
     route: CompiledRoute,
     caller: Caller,
     peer: Peer,
-    peerTrusted: boolean,
+    { peerTrusted, forwardedFor }: Trust,
     pathAndQuery: string,
     responseHeaders: Record<string, string>,
     decision: AllowedDecision | null,
@@ -531,6 +589,7 @@ export function createPipeline(deps: PipelineDeps) {
       upstreamHost: upstream.host,
       peer: peer.text,
       peerTrusted,
+      forwardedFor,
       requestId: log.requestId,
       keyHeader: rt.identity.header,
       hidden,
@@ -548,7 +607,7 @@ export function createPipeline(deps: PipelineDeps) {
         req,
         res,
         socket: upgrade.socket,
-        head: upgrade.head,
+        handshake: upgrade.handshake,
         method: log.method,
         path: upstream.basePath + pathAndQuery,
         headers,
@@ -668,7 +727,8 @@ function round(ms: number): number {
 
 /**
  * The headers `hide_credentials` removes: the API key header always (an unknown key let through
- * as anonymous is still a key), and Authorization when the caller was identified by it.
+ * as anonymous is still a key), and Authorization when it was the credential the gateway read:
+ * beside an API key header it was not read (the key wins) and is the upstream's.
  */
 function hiddenCredentials(
   rt: Runtime,
@@ -678,7 +738,8 @@ function hiddenCredentials(
   const hidden = [rt.identity.header];
   if (
     credentialHeader === "authorization" ||
-    presentsCredential({ authorization: req.headers.authorization }, rt)
+    (req.headers[rt.identity.header] === undefined &&
+      presentsCredential({ authorization: req.headers.authorization }, rt))
   )
     hidden.push("authorization");
   return hidden;

@@ -10,6 +10,7 @@ import type { CompiledUpstream } from "../config/compile.js";
 import { problemFor, sendProblem } from "../http/problem.js";
 import { classifyUpstreamError, type ForwardResult, upstreamProblem } from "./forward.js";
 import { clientResponseHeaders } from "./headers.js";
+import type { Handshake } from "./upgrade.js";
 
 /** After one side sends FIN, how long the other may take to finish before both are closed. */
 const HALF_CLOSE_LINGER_MS = 2000;
@@ -20,8 +21,8 @@ export interface TunnelRequest {
   /** A response bound to the client socket, for answers that are not a 101. */
   res: ServerResponse;
   socket: Socket;
-  /** Bytes the client sent after its handshake, before the tunnel existed. */
-  head: Buffer;
+  /** The client socket's watch until the 101: gives the bytes it sent past its handshake. */
+  handshake: Handshake;
   method: string;
   path: string;
   /** Upstream request headers (hygiene applied); Upgrade and Connection are added here. */
@@ -99,7 +100,8 @@ export function tunnel(t: TunnelRequest): void {
     }
     t.socket.write(`${head}\r\n`);
     if (upHead.length) t.socket.write(upHead);
-    if (t.head.length) upSocket.write(t.head);
+    const early = t.handshake.release();
+    if (early.length) upSocket.write(early);
 
     t.open.add(t.socket);
     // Every byte either way passes through the client socket, and a socket's timer restarts

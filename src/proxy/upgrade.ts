@@ -84,3 +84,42 @@ export function closeAfterAnswer(socket: Socket): void {
   timer.unref();
   socket.once("close", () => clearTimeout(timer));
 }
+
+/** Most bytes a client may send after its handshake before the answer; past it, it is cut off. */
+const EARLY_BYTES_MAX = 64 * 1024;
+
+export interface Handshake {
+  /** Stops watching and returns every byte the client sent past its handshake so far. */
+  release(): Buffer;
+}
+
+/**
+ * Watches a WebSocket handshake's socket until it is answered. Node hands an upgrade's socket
+ * over paused, so without reading it a client that goes away (a FIN: the server allows half-open
+ * sockets) is never seen, and its upstream handshake, socket and concurrency slot would be held
+ * until the upstream timeout. The socket is therefore read: bytes that come early are kept for
+ * the tunnel (bounded), and an end of input closes the socket, which the pipeline sees as the
+ * client gone.
+ */
+export function watchHandshake(socket: Socket, head: Buffer): Handshake {
+  const early: Buffer[] = head.length ? [head] : [];
+  let size = head.length;
+  const onData = (chunk: Buffer) => {
+    size += chunk.length;
+    if (size > EARLY_BYTES_MAX) {
+      socket.destroy();
+      return;
+    }
+    early.push(chunk);
+  };
+  const onEnd = () => socket.destroy();
+  socket.on("data", onData);
+  socket.once("end", onEnd);
+  return {
+    release() {
+      socket.off("data", onData);
+      socket.off("end", onEnd);
+      return early.length === 1 ? early[0]! : Buffer.concat(early);
+    },
+  };
+}

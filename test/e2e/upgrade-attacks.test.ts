@@ -23,6 +23,8 @@ let plainUpstream: Server;
 const seen: Seen[] = [];
 const upstreamSockets: Socket[] = [];
 let gw: GatewayProcess;
+const hanging: Socket[] = [];
+const hangingEnded: Socket[] = [];
 
 /** An upstream that switches to whatever protocol is asked for and then echoes raw bytes. */
 function switchingUpstream(): Server {
@@ -39,6 +41,13 @@ function switchingUpstream(): Server {
   server.on("upgrade", (req, socket: Socket) => {
     seen.push({ kind: "upgrade", method: req.method!, url: req.url!, headers: req.headers, body: "" });
     upstreamSockets.push(socket);
+    socket.on("error", () => {});
+    // Never answers: the client has to give up first.
+    if (req.url!.includes("/hang")) {
+      hanging.push(socket);
+      socket.on("end", () => hangingEnded.push(socket));
+      return;
+    }
     socket.write(
       `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${req.headers["x-switch-to"] ?? req.headers.upgrade}\r\n\r\n`,
     );
@@ -206,6 +215,48 @@ describe("refused handshakes close their socket (13.2)", () => {
     }
     expect(fds).toBeLessThanOrEqual(baseline + 2);
     for (const c of conns) c.socket.destroy();
+  });
+});
+
+describe("a client that abandons its handshake", () => {
+  it("is noticed while the upstream has not answered: its slot comes back and its sockets close", async () => {
+    const baseline = gatewayFds();
+    const gone = rawConnection();
+    gone.socket.write(wsHandshake("/slot/hang"));
+    await new Promise((r) => setTimeout(r, 300));
+    gone.socket.end(); // FIN, as a browser tab that closes does
+    await gone.waitFor(() => gone.state.closed || gone.state.ended, 3000);
+    // The gateway closes its side toward the upstream too, and the concurrency slot is free.
+    const until = Date.now() + 3000;
+    while (hangingEnded.length < hanging.length && Date.now() < until)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(hanging).toHaveLength(1);
+    expect(hangingEnded).toHaveLength(1);
+    const next = rawConnection();
+    next.socket.write(wsHandshake("/slot"));
+    expect(await next.waitFor(() => next.state.text.length > 12)).toBe(true);
+    expect(next.state.text).toMatch(/^HTTP\/1\.1 101 /);
+    // A reset, not a FIN: the slot comes back at once, not after the half-close linger.
+    next.socket.resetAndDestroy();
+    gone.socket.destroy();
+    let fds = gatewayFds();
+    const fdsUntil = Date.now() + 3000;
+    while (fds > baseline + 2 && Date.now() < fdsUntil) {
+      await new Promise((r) => setTimeout(r, 100));
+      fds = gatewayFds();
+    }
+    expect(fds).toBeLessThanOrEqual(baseline + 2);
+  });
+});
+
+describe("CONNECT", () => {
+  it("is a 405 problem, not a silent close", async () => {
+    const c = rawConnection();
+    c.socket.write("CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: 127.0.0.1:9\r\n\r\n");
+    expect(await c.waitFor(() => c.state.ended)).toBe(true);
+    expect(c.state.text).toMatch(/^HTTP\/1\.1 405 /);
+    expect(c.state.text).toContain("application/problem+json");
+    c.socket.destroy();
   });
 });
 

@@ -254,6 +254,15 @@ describe("13.15 an Authorization the gateway cannot read", () => {
 });
 
 describe("13.20 hide_credentials", () => {
+  it("an Authorization beside the API key was not read, so it is the upstream's and stays", async () => {
+    await send(gw.url, {
+      path: "/hidden",
+      headers: { "x-api-key": "key-alice", authorization: `Bearer ${hs256({ sub: "carol" })}` },
+    });
+    expect(lastReceived().headers["x-api-key"]).toBeUndefined();
+    expect(lastReceived().headers.authorization).toMatch(/^Bearer /);
+  });
+
   it("removes the API key and a Bearer credential on a route that asks; other routes forward them", async () => {
     await send(gw.url, { path: "/hidden", headers: { "x-api-key": "key-alice" } });
     expect(lastReceived().headers["x-api-key"]).toBeUndefined();
@@ -297,5 +306,54 @@ describe("13.16 bad credentials are throttled per client IP", () => {
     );
     // Without a credential the address is an anonymous caller like any other.
     expect((await send(gw.url, { path: "/u" })).status).toBe(200);
+  });
+});
+
+// Found by attacking the gateway from outside after the fixes above (issue 13 follow-ups).
+describe("behind a trusted proxy that sets Forwarded", () => {
+  let proxied: InProcessGateway;
+  beforeAll(async () => {
+    proxied = await startGateway(`
+listen: 127.0.0.1:0
+admin: { listen: 127.0.0.1:0 }
+log: { level: warn }
+store: { url: "memory://" }
+upstreams: { api: ${upstream.url} }
+identity:
+  trusted_proxies: [127.0.0.1/32]
+  client_ip_header: forwarded
+clients:
+  - { id: alice, key: key-alice, plan: p }
+plans:
+  anonymous: { global: { rate: 1/m, burst: 1000 } }
+  p: { global: { rate: 1/m, burst: 1000 } }
+routes:
+  - { name: default, match: { path: / }, upstream: api }
+deny: { ips: [10.66.0.0/16] }
+`);
+  });
+  afterAll(async () => {
+    await proxied?.stop();
+  });
+
+  it("the upstream's X-Forwarded-For is the caller the gateway decided on, not the client's own", async () => {
+    const r = await send(proxied.url, {
+      path: "/u",
+      headers: { forwarded: "for=10.99.1.2", "x-forwarded-for": "6.6.6.6" },
+    });
+    expect(r.status).toBe(200);
+    expect(lastReceived().headers["x-forwarded-for"]).toBe("10.99.1.2, 127.0.0.1");
+  });
+
+  it("a denied address is refused before its credential is read: a bad key and a good one both get 403", async () => {
+    const bad = await send(proxied.url, {
+      path: "/u",
+      headers: { forwarded: "for=10.66.9.9", "x-api-key": "nope" },
+    });
+    const good = await send(proxied.url, {
+      path: "/u",
+      headers: { forwarded: "for=10.66.9.9", "x-api-key": "key-alice" },
+    });
+    expect([bad.status, good.status]).toEqual([403, 403]);
   });
 });

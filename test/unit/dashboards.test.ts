@@ -32,10 +32,12 @@ describe("dashboards and alerts", () => {
       "TollgateBreakerOpen",
       "TollgateStoreErrors",
       "TollgateSustainedDenials",
-      "TollgateUpstream5xx",
+      "TollgateUpstreamErrors",
     ]) {
       expect(alerts).toContain(needed);
     }
+    // No alert claims 5xx responses: no exported metric has a status label to count them by.
+    for (const rule of rules) expect(rule.alert).not.toMatch(/5xx/i);
     for (const rule of rules) {
       const names = metricNames(rule.expr);
       expect(names.length, rule.alert).toBeGreaterThan(0);
@@ -55,6 +57,27 @@ describe("dashboards and alerts", () => {
     for (const expr of exprs) {
       for (const name of metricNames(expr)) expect(exported, `${expr}: ${name}`).toContain(name);
     }
+  });
+
+  it("TollgateUpstreamErrors counts transport failures, and says so", () => {
+    const doc = parse(readFileSync(`${root}config/prometheus-alerts.yaml`, "utf8"));
+    const rule = doc.groups
+      .flatMap(
+        (g: { rules: { alert: string; expr: string; annotations: Record<string, string> }[] }) => g.rules,
+      )
+      .find((r: { alert: string }) => r.alert === "TollgateUpstreamErrors");
+    expect(metricNames(rule.expr)).toEqual(["tollgate_upstream_errors_total"]);
+    const words = `${rule.annotations.summary} ${rule.annotations.description}`;
+    expect(words).not.toMatch(/5xx|50[0-9]/);
+    expect(words).toMatch(/refused, reset or timed out/);
+  });
+
+  it("tollgate_config_reloads_total exports every result the dashboard and docs name", async () => {
+    const text = await new Metrics().registry.metrics();
+    for (const result of ["success", "unchanged", "error"])
+      expect(text).toContain(`tollgate_config_reloads_total{result="${result}"} 0`);
+    const docs = readFileSync(`${root}docs/operations.md`, "utf8");
+    expect(docs).toContain('result="unchanged"');
   });
 
   it("TollgateBreakerOpen keeps firing while the breaker is half-open between probes", () => {

@@ -782,9 +782,12 @@ function pushLimitArgs(args: (string | number)[], checks: readonly LimitCheck[],
 const SHADOW_FLAG = 16;
 
 export class StoreTimeoutError extends Error {
+  /** The deadline that passed, in ms. */
+  readonly ms: number;
   constructor(ms: number) {
     super(`the limit store did not answer within ${ms} ms`);
     this.name = "StoreTimeoutError";
+    this.ms = ms;
   }
 }
 
