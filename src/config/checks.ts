@@ -102,7 +102,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   const didYouMean = hints();
   const has = (map: object, key: string) => Object.hasOwn(map, key);
 
-  checkNotYetSupported(config, invalid, add);
+  checkStoreAndWorkers(config, invalid, add);
 
   // A name is known when an item gives it, or when the item or the whole section that would
   // give it failed the schema (that failure is reported; "unknown" would only repeat it).
@@ -556,7 +556,7 @@ function checkJwt(config: CheckableConfig, invalid: Invalid, add: Add) {
   }
 }
 
-function checkNotYetSupported(config: CheckableConfig, invalid: Invalid, add: Add) {
+function checkStoreAndWorkers(config: CheckableConfig, invalid: Invalid, add: Add) {
   if (config.sustained_denial === 0) add([], "sustained_denial must be longer than 0", "sustained_denial");
   // A store that failed the schema (a typo in url, say) would only add "store needs url" here.
   if (!invalid.sections.has("store")) {

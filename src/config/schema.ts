@@ -1,7 +1,7 @@
-// The whole YAML contract of SPEC §2 as one zod schema. Validation, the TypeScript types of the
-// validated config and config/gateway.schema.json are all derived from this file, so they cannot
-// drift apart. Features that are specified but not built yet are still described here (editors
-// complete them); checks.ts refuses them with a "not supported yet" error.
+// The whole YAML contract (docs/configuration.md) as one zod schema. Validation, the TypeScript
+// types of the validated config, config/gateway.schema.json and docs/configuration.md are all
+// derived from this file, so they cannot drift apart. What a schema cannot say (names that refer
+// to each other, one of url/cluster/sentinel, …) is checked in checks.ts.
 import { z } from "zod";
 import { parseDuration, parsePercent, parseRate, parseSize } from "./units.js";
 
