@@ -23,11 +23,11 @@ export function classifyClientError(err: ParserError): { code: ProblemCode; deta
     case "HPE_INVALID_TRANSFER_ENCODING":
     case "HPE_INVALID_CHUNK_SIZE":
       return {
-        code: "bad_path",
+        code: "bad_request",
         detail: "the request's framing is ambiguous or invalid (Content-Length / Transfer-Encoding)",
       };
     default:
-      return { code: "bad_path", detail: "the request is not valid HTTP/1.1" };
+      return { code: "bad_request", detail: "the request is not valid HTTP/1.1" };
   }
 }
 

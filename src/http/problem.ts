@@ -14,6 +14,8 @@ const BASE = "https://tollgate.dev/problems/";
 /** The gateway's own errors: a stable code, the status, a title. Details are per request. */
 export const PROBLEMS = {
   bad_path: { status: 400, title: "Bad Request" },
+  /** A request every hop might read differently: framing, Host, duplicate singleton fields. */
+  bad_request: { status: 400, title: "Bad Request" },
   unauthorized: { status: 401, title: "Unauthorized" },
   caller_denied: { status: 403, title: "Forbidden" },
   no_route: { status: 404, title: "Not Found" },

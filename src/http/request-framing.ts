@@ -42,7 +42,7 @@ export function framingProblem(
   const te = headers["transfer-encoding"];
   if (te !== undefined && !CHUNKED_LAST.test(te)) {
     return {
-      code: "bad_path",
+      code: "bad_request",
       detail: "Transfer-Encoding must end with chunked; this request's body length is ambiguous",
     };
   }
@@ -54,11 +54,11 @@ export function framingProblem(
     else if (name.length === 13 && name.toLowerCase() === "authorization") authorizations++;
   }
   if (hosts === 0 && httpVersionMajor === 1 && httpVersionMinor >= 1) {
-    return { code: "bad_path", detail: "an HTTP/1.1 request needs a Host header" };
+    return { code: "bad_request", detail: "an HTTP/1.1 request needs a Host header" };
   }
-  if (hosts > 1) return { code: "bad_path", detail: "the request has more than one Host header" };
+  if (hosts > 1) return { code: "bad_request", detail: "the request has more than one Host header" };
   if (authorizations > 1) {
-    return { code: "bad_path", detail: "the request has more than one Authorization header" };
+    return { code: "bad_request", detail: "the request has more than one Authorization header" };
   }
   return null;
 }

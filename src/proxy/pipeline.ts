@@ -266,7 +266,7 @@ export function createPipeline(deps: PipelineDeps) {
 
     const peer = socketPeer(req.socket);
     if (!peer) {
-      reject(rt, res, log, "bad_request", "bad_path", "the connection has no usable peer address");
+      reject(rt, res, log, "bad_request", "bad_request", "the connection has no usable peer address");
       return;
     }
     const peerTrusted =

@@ -4,6 +4,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { PROBLEMS } from "../../src/http/problem.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 const docs = ["README.md", ...readdirSync(join(root, "docs")).map((f) => `docs/${f}`)].filter((f) =>
@@ -24,5 +25,11 @@ describe("the docs stand alone", () => {
   it.each(docs)("%s never sends the reader to a SPEC or other document outside the repository", (file) => {
     const text = readFileSync(join(root, file), "utf8");
     expect(text).not.toMatch(/\bSPEC\b|shared\/|ARCHITECTURE\.md|STYLE\.md/);
+  });
+});
+
+describe("the README names every problem type the gateway answers with", () => {
+  it.each(Object.keys(PROBLEMS))("%s", (code) => {
+    expect(readFileSync(join(root, "README.md"), "utf8")).toContain(`\`${code.replace(/_/g, "-")}\``);
   });
 });
