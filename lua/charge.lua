@@ -13,13 +13,8 @@
 -- written, nothing follows), then per limit what a zero-cost check sees afterwards:
 -- remaining, reset_ms.
 
-local clock = redis_clock()
-local reply = { string.format('%.17g', clock), 1 }
-local deadline = tonumber(ARGV[2])
-if deadline ~= nil and clock > deadline then
-  reply[2] = 0
-  return reply
-end
+local reply, clock = open_reply(ARGV[2])
+if reply[2] == 0 then return reply end
 local now = tonumber(ARGV[1]) or clock
 
 for i = 1, #KEYS do

@@ -62,13 +62,8 @@ local FIELDS = 4
 -- param 2, cost argument, allowed, available now, reset now, shadow.
 local PENDING = 8
 local pending = {}
-local clock = redis_clock()
-local reply = { string.format('%.17g', clock), 1 }
-local deadline = tonumber(ARGV[2])
-if deadline ~= nil and clock > deadline then
-  reply[2] = 0
-  return reply
-end
+local reply, clock = open_reply(ARGV[2])
+if reply[2] == 0 then return reply end
 local arg = 3
 local key = 1
 

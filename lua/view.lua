@@ -4,6 +4,17 @@ local function redis_clock()
   return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 
+-- The head of every deciding script's reply: Redis's clock (the gateway learns its offset from
+-- it), then 1, or 0 when the clock is past the caller's deadline (ARGV, "" for none): the
+-- gateway has answered without this script, so it must write nothing and say so.
+local function open_reply(deadline_arg)
+  local clock = redis_clock()
+  local reply = { string.format('%.17g', clock), 1 }
+  local deadline = tonumber(deadline_arg)
+  if deadline ~= nil and clock > deadline then reply[2] = 0 end
+  return reply, clock
+end
+
 -- The time a script decides at: ARGV's "now" in ms when a test passes one, else the Redis clock.
 local function script_now(arg)
   local now = tonumber(arg)
