@@ -17,6 +17,51 @@ export function afterDeadline(ms: number, fire: () => void): NodeJS.Timeout {
   return setTimeout(() => setImmediate(() => setImmediate(fire)), ms);
 }
 
+/** A deadline being waited for; `clear` forgets it. */
+export interface DeadlineTimer {
+  clear(): void;
+}
+
+/**
+ * Calls `fire` once the clock `now` has passed `deadline` (and the I/O that arrived meanwhile
+ * has been read). A timer counts from the event loop's cached time, which may be a little behind
+ * `now`: it is re-armed until the deadline has really passed, so a script told that deadline
+ * never decides after the caller gave up on it.
+ */
+export function atDeadline(deadline: number, now: () => number, fire: () => void): DeadlineTimer {
+  let timer: NodeJS.Timeout;
+  const arm = () => {
+    timer = afterDeadline(Math.max(0, Math.ceil(deadline - now())), () => {
+      if (now() < deadline) arm();
+      else fire();
+    });
+  };
+  arm();
+  return { clear: () => clearTimeout(timer) };
+}
+
+/** `promise`, or a rejection with `onTimeout()` once `now` has passed `deadline` (see atDeadline). */
+export function withDeadlineAt<T>(
+  promise: Promise<T>,
+  deadline: number,
+  now: () => number,
+  onTimeout: () => Error,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = atDeadline(deadline, now, () => reject(onTimeout()));
+    promise.then(
+      (value) => {
+        timer.clear();
+        resolve(value);
+      },
+      (err: unknown) => {
+        timer.clear();
+        reject(err);
+      },
+    );
+  });
+}
+
 // A promise that rejects with `onTimeout()` unless `promise` settles within `ms`. The timer is
 // cleared either way, so a settled call leaves nothing behind in the event loop.
 export function withDeadline<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {

@@ -6,7 +6,7 @@ import { Readable } from "node:stream";
 import type { Dispatcher, Pool } from "undici";
 import type { CompiledUpstream } from "../config/compile.js";
 import { type Problem, problemFor, sendProblem } from "../http/problem.js";
-import { clientResponseHeaders } from "./headers.js";
+import { writeUpstreamHead } from "./headers.js";
 
 export type UpstreamFailure = "timeout" | "connect_timeout" | "refused" | "reset" | "error";
 
@@ -140,18 +140,7 @@ export function forward(f: ForwardRequest): void {
     onResponseStart(c, statusCode, headers) {
       if (statusCode < 200) return; // 1xx: Node answers 100-continue to the client itself
       status = statusCode;
-      const writeHead = () => {
-        const out = clientResponseHeaders(headers);
-        for (const name in f.responseHeaders) out[name] = f.responseHeaders[name]!;
-        try {
-          res.writeHead(statusCode, out);
-        } catch {
-          // A header the gateway added cannot be sent (see sendProblem): the response goes
-          // out without them rather than never. Left to throw, undici would swallow the error
-          // and the request would hang with its lease and in-flight count held.
-          res.writeHead(statusCode, clientResponseHeaders(headers));
-        }
-      };
+      const writeHead = () => writeUpstreamHead(res, statusCode, headers, f.responseHeaders);
       const hold = f.holdHead?.(headers);
       if (!hold) {
         writeHead();

@@ -1,7 +1,7 @@
 // Header hygiene in both directions (RFC 9110 §7.6.1): hop-by-hop headers and those named in
 // Connection stay on their hop; the client cannot speak for the gateway (Tollgate-*) nor for
 // proxies it is not behind (X-Forwarded-*).
-import type { IncomingHttpHeaders } from "node:http";
+import type { IncomingHttpHeaders, ServerResponse } from "node:http";
 
 const HOP_BY_HOP = new Set([
   "connection",
@@ -148,4 +148,28 @@ export function clientResponseHeaders(upstream: IncomingHttpHeaders): Record<str
 export function hasBody(headers: IncomingHttpHeaders): boolean {
   const length = headers["content-length"];
   return headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+}
+
+/**
+ * Writes the upstream's status and headers for the client, the gateway's own (`gateway`: rate
+ * limits, request id, `connection`) on top. A gateway header that cannot be sent (Node refuses
+ * characters outside Latin-1; the config refuses names that would produce one, so this is a bug)
+ * costs the gateway's headers, never the response: thrown inside undici's or a socket's
+ * callback, it would leave the request hanging with its lease and in-flight count held.
+ */
+export function writeUpstreamHead(
+  res: ServerResponse,
+  status: number,
+  upstream: IncomingHttpHeaders,
+  gateway: Readonly<Record<string, string>>,
+): void {
+  const out = clientResponseHeaders(upstream);
+  for (const name in gateway) out[name] = gateway[name]!;
+  try {
+    res.writeHead(status, out);
+  } catch {
+    const plain = clientResponseHeaders(upstream);
+    if (gateway.connection !== undefined) plain.connection = gateway.connection;
+    res.writeHead(status, plain);
+  }
 }

@@ -9,7 +9,13 @@ import { NO_ROUTE } from "../admin/metrics.js";
 import type { SustainedDenials } from "../admin/sustained.js";
 import type { CompiledRoute, Runtime } from "../config/compile.js";
 import { formatDuration } from "../config/units.js";
-import { problemFor, QUOTA_EXCEEDED, sendProblem, TEMPORARY_REDUCED_CAPACITY } from "../http/problem.js";
+import {
+  type Problem,
+  problemFor,
+  QUOTA_EXCEEDED,
+  sendProblem,
+  TEMPORARY_REDUCED_CAPACITY,
+} from "../http/problem.js";
 import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
 import { framingProblem } from "../http/request-framing.js";
 import type { AuthFailureThrottle } from "../identity/auth-failures.js";
@@ -499,24 +505,11 @@ export function createPipeline(deps: PipelineDeps) {
   ) {
     const retryAfter = ceilSeconds(decision.retryAfterMs, 1);
     rateLimitHeaders(decision.applied, rt.headerStyles, Date.now(), headers);
-    headers["retry-after"] = String(retryAfter);
-    const names = decision.violated.map((v) => v.spec.name);
     const described = decision.violated.map((v) => describeLimit(v.spec)).join("; ");
-    log.decision = "limited";
-    log.status = 429;
-    sendProblem(
-      res,
-      {
-        type: QUOTA_EXCEEDED,
-        title: "Too Many Requests",
-        status: 429,
-        detail: `Rate limit exceeded: ${described}. Retry in ${retryAfter} s.`,
-        "violated-policies": names,
-        retry_after_seconds: retryAfter,
-      },
-      headers,
-    );
-    complete(rt, log);
+    sendQuotaExceeded(rt, res, log, "limited", retryAfter, headers, {
+      detail: `Rate limit exceeded: ${described}. Retry in ${retryAfter} s.`,
+      "violated-policies": decision.violated.map((v) => v.spec.name),
+    });
   }
 
   /** Too many invalid credentials from this address: refused before its credential is read. */
@@ -528,19 +521,41 @@ export function createPipeline(deps: PipelineDeps) {
     limit: number,
   ) {
     const retryAfter = ceilSeconds(blockedMs, 1);
-    log.decision = "auth_throttled";
-    log.status = 429;
-    sendProblem(
+    sendQuotaExceeded(
+      rt,
       res,
+      log,
+      "auth_throttled",
+      retryAfter,
+      { "x-request-id": log.requestId },
       {
-        type: QUOTA_EXCEEDED,
-        title: "Too Many Requests",
-        status: 429,
         detail: `More than ${limit} invalid credentials came from this address; credentials from it are refused for ${retryAfter} s.`,
-        retry_after_seconds: retryAfter,
       },
-      { "x-request-id": log.requestId, "retry-after": String(retryAfter) },
     );
+  }
+
+  /** A 429 with the quota-exceeded problem, Retry-After, and the body fields every 429 has. */
+  function sendQuotaExceeded(
+    rt: Runtime,
+    res: ServerResponse,
+    log: RequestLog,
+    decision: RequestDecision,
+    retryAfter: number,
+    headers: Record<string, string>,
+    body: { detail: string; "violated-policies"?: string[] },
+  ) {
+    headers["retry-after"] = String(retryAfter);
+    log.decision = decision;
+    log.status = 429;
+    const problem: Problem = {
+      type: QUOTA_EXCEEDED,
+      title: "Too Many Requests",
+      status: 429,
+      detail: body.detail,
+    };
+    if (body["violated-policies"]) problem["violated-policies"] = body["violated-policies"];
+    problem.retry_after_seconds = retryAfter;
+    sendProblem(res, problem, headers);
     complete(rt, log);
   }
 

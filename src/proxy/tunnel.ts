@@ -9,7 +9,7 @@ import type { Socket } from "node:net";
 import type { CompiledUpstream } from "../config/compile.js";
 import { problemFor, sendProblem } from "../http/problem.js";
 import { classifyUpstreamError, type ForwardResult, upstreamProblem } from "./forward.js";
-import { clientResponseHeaders } from "./headers.js";
+import { clientResponseHeaders, writeUpstreamHead } from "./headers.js";
 import type { Handshake } from "./upgrade.js";
 
 /** After one side sends FIN, how long the other may take to finish before both are closed. */
@@ -138,18 +138,8 @@ export function tunnel(t: TunnelRequest): void {
   // The upstream refused to switch protocols: relay its answer as a normal response.
   upstreamReq.on("response", (upRes) => {
     t.socket.off("close", onClientGone);
-    const out = clientResponseHeaders(upRes.headers);
-    for (const name in t.responseHeaders) out[name] = t.responseHeaders[name]!;
-    out.connection = "close";
-    try {
-      t.res.writeHead(upRes.statusCode ?? 502, out);
-    } catch {
-      // A header that cannot be sent (see sendProblem): without the gateway's headers, never a
-      // throw out of a socket event.
-      const plain = clientResponseHeaders(upRes.headers);
-      plain.connection = "close";
-      t.res.writeHead(upRes.statusCode ?? 502, plain);
-    }
+    t.responseHeaders.connection = "close";
+    writeUpstreamHead(t.res, upRes.statusCode ?? 502, upRes.headers, t.responseHeaders);
     upRes.pipe(t.res);
     upRes.on("end", () => finish({ status: upRes.statusCode ?? 502 }));
     upRes.on("error", () => {

@@ -6,7 +6,7 @@
 // Reconnection happens in the background with a capped backoff.
 import calculateSlot from "cluster-key-slot";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
-import { afterDeadline, withDeadline } from "../../deadline.js";
+import { atDeadline, type DeadlineTimer, withDeadline, withDeadlineAt } from "../../deadline.js";
 import { ALGORITHMS, scriptCostArg } from "../algorithms.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../spec.js";
 import {
@@ -61,7 +61,8 @@ interface Batch {
   landed: boolean;
   /** When the gateway gives up on the batch, on the local monotonic clock (localNow). */
   deadline: number;
-  timer: NodeJS.Timeout;
+  /** Armed when the batch is written. */
+  timer: DeadlineTimer | undefined;
 }
 
 /** What a check took, for a give-back: its request's checks, the decision, and when it was decided. */
@@ -393,24 +394,18 @@ export class RedisStore implements Store {
       landed: false,
       // Set when the batch is written (flush).
       deadline: Number.POSITIVE_INFINITY,
-      timer: undefined as unknown as NodeJS.Timeout,
+      timer: undefined,
     };
     return batch;
   }
 
   /**
-   * Gives up on a batch once the local clock has passed its deadline. A timer counts from the
-   * event loop's cached time, which may be a little behind the clock: it is re-armed until the
-   * deadline has really passed, so a script told that deadline never decides after the gateway
-   * answered without it.
+   * Gives up on a batch once the local clock has passed its deadline (never before it, see
+   * atDeadline: a script told that deadline never decides after the gateway answered without it).
    */
   private armDeadline(batch: Batch): void {
-    batch.timer = afterDeadline(Math.max(0, Math.ceil(batch.deadline - localNow())), () => {
+    batch.timer = atDeadline(batch.deadline, localNow, () => {
       if (batch.settled) return;
-      if (localNow() < batch.deadline) {
-        this.armDeadline(batch);
-        return;
-      }
       const err = new StoreTimeoutError(this.timeoutMs);
       this.settle(batch, err);
       // The batch that filled behind it is not sent: the store has just failed to answer
@@ -493,7 +488,7 @@ export class RedisStore implements Store {
           return;
         }
         batch.settled = true;
-        clearTimeout(batch.timer);
+        batch.timer?.clear();
         for (let i = 0; i < batch.items.length; i++) {
           const item = batch.items[i]!;
           if (item.crossSlot) this.decidedAt.set(decisions[i]!, item.nowMs ?? header.clock);
@@ -511,7 +506,7 @@ export class RedisStore implements Store {
   private settle(batch: Batch, err: Error): void {
     if (batch.settled) return;
     batch.settled = true;
-    clearTimeout(batch.timer);
+    batch.timer?.clear();
     if (this.open.get(batch.slot) === batch) this.open.delete(batch.slot);
     for (const item of batch.items) item.reject(err);
   }
@@ -692,26 +687,7 @@ export class RedisStore implements Store {
    * batch's, so never before it: a script given that deadline has given up by then).
    */
   private boundedUntil<T>(deadline: number, work: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      let timer: NodeJS.Timeout;
-      const arm = () => {
-        timer = afterDeadline(Math.max(0, Math.ceil(deadline - localNow())), () => {
-          if (localNow() < deadline) arm();
-          else reject(new StoreTimeoutError(this.timeoutMs));
-        });
-      };
-      arm();
-      work.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      );
-    });
+    return withDeadlineAt(work, deadline, localNow, () => new StoreTimeoutError(this.timeoutMs));
   }
 
   async ping(): Promise<void> {
