@@ -1,35 +1,19 @@
 // A post-charge of any size costs Redis work and memory bounded by the limit, not by the charge
 // (issue 13, item 6), and the Lua and TypeScript sliding logs still decide identically.
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { LimitCheck, WindowSpec } from "../../src/limits/spec.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
-import { RedisStore } from "../../src/limits/stores/redis.js";
 import { MAX_POST_CHARGE } from "../../src/proxy/post-charge.js";
-import { type RedisProcess, startRedis } from "../support/redis.js";
+import { redisStores } from "../support/redis-stores.js";
 import { freshKey } from "./suite.js";
 
-let redis: RedisProcess;
-const stores: RedisStore[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  await Promise.all(stores.map((s) => s.close()));
-  await redis.stop();
-});
-
-async function newStore(timeoutMs = 10_000): Promise<RedisStore> {
-  const store = new RedisStore({ url: redis.url, timeoutMs });
-  stores.push(store);
-  if (!(await store.waitUntilReady(5000))) throw new Error("test Redis not reachable");
-  return store;
-}
+const env = redisStores(10_000);
+const newStore = (timeoutMs?: number) => env.newStore(timeoutMs);
 
 /** Microseconds Redis spent in scripts so far (EVALSHA and its EVAL fallback). */
 async function scriptUsec(): Promise<number> {
-  const info = await redis.client.info("commandstats");
+  const info = await env.redis.client.info("commandstats");
   let usec = 0;
   for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=\d+,usec=(\d+)/g)) usec += Number(m[1]);
   return usec;
@@ -55,8 +39,8 @@ describe("post-charges on a sliding window log", () => {
     const charged = await store.charge([{ key, spec: HOURLY, cost: MAX_POST_CHARGE }], T0 + 10);
     const wallMs = performance.now() - started;
     const redisMs = ((await scriptUsec()) - usecBefore) / 1000;
-    const members = await redis.client.zcard(key);
-    const bytes = Number(await redis.client.call("MEMORY", "USAGE", key));
+    const members = await env.redis.client.zcard(key);
+    const bytes = Number(await env.redis.client.call("MEMORY", "USAGE", key));
     console.log(
       `1M post-charge: ${wallMs.toFixed(1)} ms wall, ${redisMs.toFixed(1)} ms in Redis, ${members} members, ${bytes} bytes`,
     );
@@ -126,7 +110,7 @@ describe("post-charges on a sliding window log", () => {
         expect(await store.charge(c, T0 + t), label).toEqual(memory.chargeSync(c, T0 + t));
       else expect(await store.check(c, T0 + t), label).toEqual(memory.checkSync(c, T0 + t));
     }
-    expect(await redis.client.zcard(key)).toBe(3);
+    expect(await env.redis.client.zcard(key)).toBe(3);
     await memory.close();
   });
 
@@ -165,7 +149,7 @@ describe("post-charges on a sliding window log", () => {
               const check = [{ key, spec, cost: Math.min(s.cost, limit + 1) }];
               expect(await store.check(check, now)).toEqual(memory.checkSync(check, now));
             }
-            expect(await redis.client.zcard(key)).toBeLessThanOrEqual(limit);
+            expect(await env.redis.client.zcard(key)).toBeLessThanOrEqual(limit);
             expect(((memory.read(key, now) as number[] | null) ?? []).length).toBeLessThanOrEqual(limit);
           }
           await memory.close();

@@ -1,32 +1,16 @@
 // A check answered without the store's decision consumes nothing, then or later (issue 13,
 // item 5): a check that timed out while Redis was paused must not be charged when Redis wakes
 // and runs the script it had queued, and must leave no concurrency lease behind.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { nextLeaseId } from "../../src/limits/limiter.js";
 import type { ConcurrencySpec, LimitCheck, WindowSpec } from "../../src/limits/spec.js";
-import { parseScriptHeader, RedisStore, StoreTimeoutError } from "../../src/limits/stores/redis.js";
+import { parseScriptHeader, type RedisStore, StoreTimeoutError } from "../../src/limits/stores/redis.js";
 import { CHECK_SCRIPT } from "../../src/limits/stores/scripts.js";
-import { type RedisProcess, startRedis } from "../support/redis.js";
+import { redisStores } from "../support/redis-stores.js";
 import { freshKey } from "./suite.js";
 
-let redis: RedisProcess;
-const stores: RedisStore[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  redis.resume();
-  await Promise.all(stores.map((s) => s.close()));
-  await redis.stop();
-});
-
-async function newStore(timeoutMs: number): Promise<RedisStore> {
-  const store = new RedisStore({ url: redis.url, timeoutMs });
-  stores.push(store);
-  if (!(await store.waitUntilReady(5000))) throw new Error("test Redis not reachable");
-  return store;
-}
+const env = redisStores(1000);
+const newStore = (timeoutMs: number) => env.newStore(timeoutMs);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -56,7 +40,7 @@ function request(key: string): LimitCheck[] {
  */
 async function timeOutFourWhilePaused(store: RedisStore, key: string): Promise<void> {
   const started = performance.now();
-  redis.pause();
+  env.redis.pause();
   try {
     for (let i = 0; i < 4; i++) {
       const err = await store.check(request(key)).catch((e: unknown) => e);
@@ -64,7 +48,7 @@ async function timeOutFourWhilePaused(store: RedisStore, key: string): Promise<v
     }
     await sleep(600 - (performance.now() - started));
   } finally {
-    redis.resume();
+    env.redis.resume();
   }
   // PING follows the queued scripts on the same connection: once it answers, they have run.
   await store.ping();
@@ -85,8 +69,8 @@ describe("a check the gateway gave up on consumes nothing", () => {
     expect((await store.check(request(freshKey("warm-up")))).allowed).toBe(true);
     await timeOutFourWhilePaused(store, key);
     // The scripts ran past their deadline: they wrote nothing at all.
-    expect(await redis.client.zcard(`${key}:slots`)).toBe(0);
-    expect(await redis.client.exists(key)).toBe(0);
+    expect(await env.redis.client.zcard(`${key}:slots`)).toBe(0);
+    expect(await env.redis.client.exists(key)).toBe(0);
     expect(await nextSix(store, key)).toEqual([true, true, true, true, true, false]);
   });
 
@@ -95,9 +79,9 @@ describe("a check the gateway gave up on consumes nothing", () => {
     const key = freshKey("first-call");
     await timeOutFourWhilePaused(store, key);
     // These scripts had no deadline and allowed: the late replies are refunded, leases freed.
-    await eventually(async () => (await redis.client.zcard(`${key}:slots`)) === 0);
-    expect(await redis.client.zcard(`${key}:slots`)).toBe(0);
-    await eventually(async () => (await redis.client.get(key))?.endsWith(" 0") ?? true);
+    await eventually(async () => (await env.redis.client.zcard(`${key}:slots`)) === 0);
+    expect(await env.redis.client.zcard(`${key}:slots`)).toBe(0);
+    await eventually(async () => (await env.redis.client.get(key))?.endsWith(" 0") ?? true);
     expect(await nextSix(store, key)).toEqual([true, true, true, true, true, false]);
   });
 
@@ -106,13 +90,13 @@ describe("a check the gateway gave up on consumes nothing", () => {
     const key = freshKey("charge-paused");
     const checks: LimitCheck[] = [{ key, spec: FIXED, cost: 1 }];
     expect((await store.check(checks)).allowed).toBe(true);
-    redis.pause();
+    env.redis.pause();
     try {
       const err = await store.charge([{ key, spec: FIXED, cost: 3 }]).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(StoreTimeoutError);
       await sleep(300);
     } finally {
-      redis.resume();
+      env.redis.resume();
     }
     await store.ping();
     // Reported as not recorded, and indeed not: the 4 units left are all there.
@@ -148,17 +132,17 @@ describe("a check the gateway gave up on consumes nothing", () => {
       86_400_000,
       1,
     ];
-    const [seconds] = await redis.client.time();
+    const [seconds] = await env.redis.client.time();
     const past = String(Number(seconds) * 1000 - 1000);
-    const reply = (await redis.client.call("EVAL", CHECK_SCRIPT, ...args(past))) as unknown[];
+    const reply = (await env.redis.client.call("EVAL", CHECK_SCRIPT, ...args(past))) as unknown[];
     expect(reply[1]).toBe(0);
     expect(reply).toHaveLength(2);
-    expect(await redis.client.exists(key, `${key}:log`)).toBe(0);
+    expect(await env.redis.client.exists(key, `${key}:log`)).toBe(0);
     // With a deadline still ahead it decides (and records the denial) as usual.
     const future = String(Number(seconds) * 1000 + 60_000);
-    const decided = (await redis.client.call("EVAL", CHECK_SCRIPT, ...args(future))) as unknown[];
+    const decided = (await env.redis.client.call("EVAL", CHECK_SCRIPT, ...args(future))) as unknown[];
     expect(decided[1]).toBe(1);
     expect(decided.slice(2, 3)).toEqual([0]);
-    expect(await redis.client.llen(`${key}:log`)).toBe(1);
+    expect(await env.redis.client.llen(`${key}:log`)).toBe(1);
   });
 });

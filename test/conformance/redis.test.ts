@@ -1,37 +1,22 @@
 // The same suite against a real redis-server the test starts, plus the property that the Lua
 // script and the TypeScript arithmetic decide identically for identical request sequences.
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { LimitSpec, TokenBucketSpec } from "../../src/limits/spec.js";
 import type { Lease } from "../../src/limits/store.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
-import { parseCheckReply, RedisStore } from "../../src/limits/stores/redis.js";
+import { parseCheckReply } from "../../src/limits/stores/redis.js";
 import { CHECK_SCRIPT, sha1 } from "../../src/limits/stores/scripts.js";
-import { type RedisProcess, startRedis } from "../support/redis.js";
+import { redisStores } from "../support/redis-stores.js";
 import { freshKey, storeConformance } from "./suite.js";
 
-let redis: RedisProcess;
-const stores: RedisStore[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterAll(async () => {
-  await Promise.all(stores.map((s) => s.close()));
-  await redis.stop();
-});
-
-async function newStore(timeoutMs = 1000): Promise<RedisStore> {
-  const store = new RedisStore({ url: redis.url, timeoutMs });
-  stores.push(store);
-  if (!(await store.waitUntilReady(5000))) throw new Error("test Redis not reachable");
-  return store;
-}
+const env = redisStores(1000);
+const newStore = (timeoutMs?: number) => env.newStore(timeoutMs);
 
 storeConformance("RedisStore", () => ({
   store: () => newStore(),
   pttl: async (key) => {
-    const ms = await redis.client.pttl(key);
+    const ms = await env.redis.client.pttl(key);
     return ms < 0 ? null : ms;
   },
   advance: (ms) => new Promise((r) => setTimeout(r, ms)),
@@ -47,7 +32,7 @@ describe("RedisStore specifics", () => {
         cost: 1,
       },
     ]);
-    const [loaded] = (await redis.client.script("EXISTS", sha1(CHECK_SCRIPT))) as number[];
+    const [loaded] = (await env.redis.client.script("EXISTS", sha1(CHECK_SCRIPT))) as number[];
     expect(loaded).toBe(1);
     const before = await commandCalls("evalsha");
     await store.check([
@@ -108,7 +93,7 @@ describe("RedisStore specifics", () => {
     const key = freshKey("in-flight");
     const before = (await commandCalls("evalsha")) + (await commandCalls("eval"));
     const turn = () => new Promise((r) => setImmediate(r));
-    redis.pause();
+    env.redis.pause();
     try {
       const first = store.check([{ key, spec, cost: 1 }]);
       await turn(); // the first batch is written; Redis holds it
@@ -118,10 +103,10 @@ describe("RedisStore specifics", () => {
         rest.push(store.check([{ key, spec, cost: 1 }]));
         await turn();
       }
-      redis.resume();
+      env.redis.resume();
       await Promise.all([first, ...rest]);
     } finally {
-      redis.resume();
+      env.redis.resume();
     }
     expect((await commandCalls("evalsha")) + (await commandCalls("eval")) - before).toBe(2);
     const last = await store.check([{ key, spec, cost: 1 }]);
@@ -132,7 +117,7 @@ describe("RedisStore specifics", () => {
     const store = await newStore(150);
     const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 100, intervalMs: 60_000 };
     const key = freshKey("hung");
-    redis.pause();
+    env.redis.pause();
     try {
       const hung = store.check([{ key, spec, cost: 1 }]);
       await expect(hung).rejects.toThrow(/did not answer|timed out|timeout/i);
@@ -142,7 +127,7 @@ describe("RedisStore specifics", () => {
       expect(err).toBeInstanceOf(Error);
       expect(performance.now() - started).toBeLessThan(150 + 100);
     } finally {
-      redis.resume();
+      env.redis.resume();
     }
     const started = performance.now();
     expect((await store.check([{ key, spec, cost: 1 }])).allowed).toBe(true);
@@ -184,7 +169,7 @@ describe("RedisStore specifics", () => {
     const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 3, intervalMs: 1000 };
     const key = freshKey("noscript");
     expect((await store.check([{ key, spec, cost: 1 }])).allowed).toBe(true);
-    await redis.client.script("FLUSH");
+    await env.redis.client.script("FLUSH");
     expect((await store.check([{ key, spec, cost: 1 }])).outcomes[0]!.remaining).toBe(1);
   });
 
@@ -195,7 +180,7 @@ describe("RedisStore specifics", () => {
       { key, spec: { algorithm: "token_bucket", name: "x", burst: 5, intervalMs: 1000 }, cost: 1 },
     ]);
     expect(key).toMatch(/\{c:[^}]+\}/);
-    const ttl = await redis.client.pttl(key);
+    const ttl = await env.redis.client.pttl(key);
     expect(ttl).toBeGreaterThan(1000);
     expect(ttl).toBeLessThanOrEqual(2000);
   });
@@ -323,7 +308,7 @@ describe("RedisStore specifics", () => {
 });
 
 async function commandCalls(command: string): Promise<number> {
-  const info = await redis.client.info("commandstats");
+  const info = await env.redis.client.info("commandstats");
   const m = new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info);
   return m ? Number(m[1]) : 0;
 }
