@@ -4,8 +4,8 @@ import { readFileSync } from "node:fs";
 import { compileRuntime } from "./config/compile.js";
 import { loadConfigFile } from "./config/load.js";
 import { formatProblem } from "./config/problems.js";
-import { Gateway } from "./server.js";
-import { exitOnStartError, isWorker, runPrimary, runWorker, workerCount } from "./workers.js";
+import { Gateway } from "./gateway/gateway.js";
+import { exitOnStartError, isWorker, runPrimary, runWorker, workerCount } from "./gateway/workers.js";
 
 const USAGE = `usage: tollgate [--config PATH] [--check]
 

@@ -41,4 +41,4 @@ export type {
 export type { Store } from "./limits/store.js";
 export { MemoryStore, type MemoryStoreOptions } from "./limits/stores/memory.js";
 export { RedisStore, type RedisStoreOptions } from "./limits/stores/redis.js";
-export { Gateway, type GatewayOptions } from "./server.js";
+export { Gateway, type GatewayOptions } from "./gateway/gateway.js";

@@ -11,10 +11,10 @@ import { type Limiter, lastHourTopKeys } from "../limits/limiter.js";
 import { quota } from "../limits/spec.js";
 import type { Store } from "../limits/store.js";
 import { StoreTimeoutError } from "../limits/stores/redis.js";
-import type { ReloadResult } from "../server.js";
+import type { ReloadResult } from "../gateway/gateway.js";
 import { callerLimits, parseCallerRef } from "./callers.js";
-import type { Metrics } from "./metrics.js";
-import { StoreErrors, storeAddress } from "./store-errors.js";
+import type { Metrics } from "../observability/metrics.js";
+import { StoreErrors, storeAddress } from "../observability/store-errors.js";
 
 export interface AdminDeps {
   runtime: () => Runtime;

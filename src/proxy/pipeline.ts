@@ -4,9 +4,9 @@ import { randomUUID } from "node:crypto";
 import { type IncomingMessage, type Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
-import type { Metrics, RequestDecision } from "../admin/metrics.js";
-import { NO_ROUTE } from "../admin/metrics.js";
-import type { SustainedDenials } from "../admin/sustained.js";
+import type { Metrics, RequestDecision } from "../observability/metrics.js";
+import { NO_ROUTE } from "../observability/metrics.js";
+import type { SustainedDenials } from "../observability/sustained.js";
 import type { CompiledRoute, Runtime } from "../config/compile.js";
 import { formatDuration } from "../config/units.js";
 import {

@@ -4,7 +4,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { Metrics } from "../../src/admin/metrics.js";
+import { Metrics } from "../../src/observability/metrics.js";
 
 const root = new URL("../../", import.meta.url).pathname;
 

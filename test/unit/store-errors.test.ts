@@ -1,7 +1,7 @@
 // Store failures in an operator's words (src/admin/store-errors.ts): the address without
 // credentials, the cause in words, never the Redis client's own text.
 import { describe, expect, it } from "vitest";
-import { StoreErrors, storeAddress } from "../../src/admin/store-errors.js";
+import { StoreErrors, storeAddress } from "../../src/observability/store-errors.js";
 import { StoreUnavailableError } from "../../src/errors.js";
 import { BreakerOpenError } from "../../src/limits/breaker.js";
 import { StoreReplyError, StoreTimeoutError } from "../../src/limits/stores/redis.js";

@@ -5,8 +5,8 @@
 import cluster, { type Worker } from "node:cluster";
 import { availableParallelism } from "node:os";
 import { AggregatorRegistry } from "prom-client";
-import { ConfigError, formatProblem } from "./config/problems.js";
-import { Gateway, targetsOf } from "./server.js";
+import { ConfigError, formatProblem } from "../config/problems.js";
+import { Gateway, targetsOf } from "./gateway.js";
 
 const RELOAD = "tollgate:reload";
 
