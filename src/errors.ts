@@ -4,15 +4,24 @@
 export type TollgateErrorCode =
   | "TOLLGATE_INVALID_LIMIT"
   | "TOLLGATE_UNKNOWN_LIMIT"
-  | "TOLLGATE_STORE_UNAVAILABLE";
+  | "TOLLGATE_STORE_UNAVAILABLE"
+  | "TOLLGATE_STORE_TIMEOUT"
+  | "TOLLGATE_STORE_CONNECTION"
+  | "TOLLGATE_STORE_SCRIPT"
+  | "TOLLGATE_BREAKER_OPEN";
 
-/** Every error below: `err instanceof TollgateError`, then switch on `err.code`. */
+/**
+ * Every error below: `err instanceof TollgateError`, then switch on `err.code`. `status` is the
+ * HTTP status the gateway answers when this error decides a request.
+ */
 export class TollgateError extends Error {
   readonly code: TollgateErrorCode;
-  constructor(code: TollgateErrorCode, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+  readonly status: number;
+  constructor(code: TollgateErrorCode, message: string, options?: { cause?: unknown; status?: number }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = "TollgateError";
     this.code = code;
+    this.status = options?.status ?? 500;
   }
 }
 
@@ -40,8 +49,57 @@ export class UnknownLimitError extends TollgateError {
   }
 }
 
-/** Why the store gave no answer. */
+/** Why the store gave no answer: the labels of tollgate_store_errors_total. */
 export type StoreUnavailableReason = "timeout" | "connection" | "script" | "breaker_open";
+
+/**
+ * A store could not answer one call. Adapters turn their client's errors into one of these at
+ * their boundary, so the reason is known by type, never guessed from a message.
+ */
+export abstract class StoreError extends TollgateError {
+  abstract readonly reason: StoreUnavailableReason;
+}
+
+/** The store did not answer within store.timeout. */
+export class StoreTimeoutError extends StoreError {
+  readonly reason = "timeout";
+  constructor(ms: number, cause?: unknown) {
+    super("TOLLGATE_STORE_TIMEOUT", `the limit store did not answer within ${ms} ms`, { cause, status: 503 });
+    this.name = "StoreTimeoutError";
+  }
+}
+
+/** The store is not connected, or the connection failed during the call. */
+export class StoreConnectionError extends StoreError {
+  readonly reason = "connection";
+  constructor(message: string, cause?: unknown) {
+    super("TOLLGATE_STORE_CONNECTION", message, { cause, status: 503 });
+    this.name = "StoreConnectionError";
+  }
+}
+
+/** The store answered with an error, or with a reply the gateway cannot read. */
+export class StoreReplyError extends StoreError {
+  readonly reason = "script";
+  constructor(message: string, cause?: unknown) {
+    super("TOLLGATE_STORE_SCRIPT", message, { cause, status: 503 });
+    this.name = "StoreReplyError";
+  }
+}
+
+/** The circuit breaker in front of the store is open: the store was not asked. */
+export class BreakerOpenError extends StoreError {
+  readonly reason = "breaker_open";
+  constructor() {
+    super("TOLLGATE_BREAKER_OPEN", "the limit store's circuit breaker is open", { status: 503 });
+    this.name = "BreakerOpenError";
+  }
+}
+
+/** The one place a store failure gets its reason: anything not a StoreError is a lost connection. */
+export function storeFailureReason(err: unknown): StoreUnavailableReason {
+  return err instanceof StoreError ? err.reason : "connection";
+}
 
 const REASON_TEXT: Record<StoreUnavailableReason, string> = {
   timeout: "it did not answer in time",
@@ -60,6 +118,7 @@ export class StoreUnavailableError extends TollgateError {
   constructor(reason: StoreUnavailableReason, cause: unknown) {
     super("TOLLGATE_STORE_UNAVAILABLE", `the limit store could not answer: ${REASON_TEXT[reason]}`, {
       cause,
+      status: 503,
     });
     this.name = "StoreUnavailableError";
     this.reason = reason;

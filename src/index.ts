@@ -12,6 +12,7 @@ export {
   type TollgateErrorCode,
   UnknownLimitError,
 } from "./errors.js";
+export { Gateway, type GatewayOptions } from "./gateway/gateway.js";
 export {
   type CheckOptions,
   type ConcurrencyLimit,
@@ -41,4 +42,3 @@ export type {
 export type { Store } from "./limits/store.js";
 export { MemoryStore, type MemoryStoreOptions } from "./limits/stores/memory.js";
 export { RedisStore, type RedisStoreOptions } from "./limits/stores/redis.js";
-export { Gateway, type GatewayOptions } from "./gateway/gateway.js";

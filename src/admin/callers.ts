@@ -1,9 +1,10 @@
 // Which limits a caller named by an operator (`client:<id>`, `tenant:<id>`, `ip:<addr>`) has,
 // under which keys: the same keys the limiter uses, so the admin API reads what decides.
-import type { CompiledPlan, PlannedLimit, Runtime } from "../config/compile.js";
+import type { CompiledPlan, Runtime } from "../config/compile.js";
 import type { Caller } from "../identity/caller.js";
 import { callerIpKey, parseIp, unwrapMapped } from "../identity/ip.js";
 import { denialLogKey, scopeKey } from "../limits/limiter.js";
+import type { PlannedLimit } from "../limits/plan.js";
 import type { LimitCheck } from "../limits/spec.js";
 
 export type CallerRef = { kind: "client" | "tenant" | "ip"; id: string };

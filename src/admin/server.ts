@@ -7,14 +7,14 @@ import type { Runtime } from "../config/compile.js";
 import { formatProblem } from "../config/problems.js";
 import { formatDuration, type Rate } from "../config/units.js";
 import { withDeadline } from "../deadline.js";
+import type { ReloadResult } from "../gateway/gateway.js";
 import { type Limiter, lastHourTopKeys } from "../limits/limiter.js";
 import { quota } from "../limits/spec.js";
 import type { Store } from "../limits/store.js";
 import { StoreTimeoutError } from "../limits/stores/redis.js";
-import type { ReloadResult } from "../gateway/gateway.js";
-import { callerLimits, parseCallerRef } from "./callers.js";
 import type { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
+import { callerLimits, parseCallerRef } from "./callers.js";
 
 export interface AdminDeps {
   runtime: () => Runtime;

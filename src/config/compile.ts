@@ -4,20 +4,12 @@
 import { createHash } from "node:crypto";
 import { CidrSet, parseCidr } from "../identity/ip.js";
 import type { JwtVerifier } from "../identity/jwt.js";
+import { compiledLimit } from "../limits/compiled.js";
+import type { LimitScope, PlannedLimit } from "../limits/plan.js";
 import type { LimitSpec, TokenBucketSpec } from "../limits/spec.js";
 import { methodSet, RouteMatcher } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import type { Config, FailurePolicy, LimitConfig } from "./schema.js";
-
-/** Whose state a limit keys on for one request. */
-export type LimitScope = "caller" | "tenant" | "ip";
-
-export interface PlannedLimit {
-  spec: LimitSpec;
-  scope: LimitScope;
-  /** The plan's `tenant` limit: callers without a tenant skip it (a `by: tenant` route does not). */
-  tenantOnly: boolean;
-}
 
 export interface CompiledUpstream {
   name: string;
@@ -295,13 +287,16 @@ export function compileRuntime(
     const global = plan.global ? compileLimit(`${planName}.global`, plan.global) : null;
     const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant) : null;
     const shared: PlannedLimit[] = [];
-    if (global) shared.push({ spec: global, scope: "caller", tenantOnly: false });
-    if (tenant) shared.push({ spec: tenant, scope: "tenant", tenantOnly: true });
+    const fraction = config.store.local_fraction;
+    const planned = (spec: LimitSpec, scope: LimitScope, tenantOnly: boolean): PlannedLimit =>
+      Object.freeze({ ...compiledLimit(spec, fraction), scope, tenantOnly });
+    if (global) shared.push(planned(global, "caller", false));
+    if (tenant) shared.push(planned(tenant, "tenant", true));
     const own = new Map<string, PlannedLimit>();
     for (const [routeName, limit] of Object.entries(plan.routes)) {
       const route = routesByName.get(routeName);
       const spec = route ? compileLimit(`${planName}.${routeName}`, limit) : null;
-      if (route && spec) own.set(routeName, { spec, scope: route.by, tenantOnly: false });
+      if (route && spec) own.set(routeName, planned(spec, route.by, false));
     }
     plans.set(planName, {
       name: planName,

@@ -3,10 +3,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Logger } from "pino";
-import { Metrics } from "../observability/metrics.js";
 import { createAdminHandler } from "../admin/server.js";
-import { StoreErrors, storeAddress } from "../observability/store-errors.js";
-import { SustainedDenials } from "../observability/sustained.js";
 import { compileRuntime, type Runtime } from "../config/compile.js";
 import { loadConfigFile, loadConfigFileOffThread } from "../config/load.js";
 import { ConfigError, type ConfigProblem, formatProblem } from "../config/problems.js";
@@ -20,6 +17,9 @@ import type { Store } from "../limits/store.js";
 import { MemoryStore } from "../limits/stores/memory.js";
 import { RedisStore } from "../limits/stores/redis.js";
 import { createLogger } from "../observability/log.js";
+import { Metrics } from "../observability/metrics.js";
+import { StoreErrors, storeAddress } from "../observability/store-errors.js";
+import { SustainedDenials } from "../observability/sustained.js";
 import { createPipeline } from "../proxy/pipeline.js";
 import { UpstreamPools } from "../proxy/upstreams.js";
 

@@ -1,10 +1,11 @@
 // Which limits apply to a request, under which keys, and what the answer is when the store
 // cannot give one. Failures are classified here, at the one place the store is called.
 import { randomBytes } from "node:crypto";
-import type { CompiledRoute, LimitScope, PlannedLimit } from "../config/compile.js";
+import type { CompiledRoute } from "../config/compile.js";
 import type { Caller } from "../identity/caller.js";
 import { BreakerOpenError } from "./breaker.js";
 import { DenyCache, type LocalDenial } from "./deny-cache.js";
+import type { LimitScope, PlannedLimit } from "./plan.js";
 import type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision } from "./spec.js";
 import {
   type ChargedLimit,

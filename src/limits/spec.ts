@@ -1,4 +1,5 @@
 // Compiled limit specifications and the outcomes a store reports for them.
+import { formatDuration } from "../config/units.js";
 
 interface SpecBase {
   /** `<plan>.<key>`: the name clients see in headers and 429 bodies. */
@@ -84,6 +85,8 @@ export interface LimitOutcome {
 export interface StoreDecision {
   allowed: boolean;
   outcomes: LimitOutcome[];
+  /** Decided in this process by a decorator (the deny cache), without asking the store. */
+  local?: true;
 }
 
 /**
@@ -122,5 +125,39 @@ export function quota(spec: LimitSpec): number {
       return spec.maxInFlight;
     default:
       return spec.limit;
+  }
+}
+
+/** How a 429 describes a limit. */
+export function describeSpec(spec: LimitSpec): string {
+  const over = formatDuration(Math.round(windowMs(spec)));
+  switch (spec.algorithm) {
+    case "token_bucket":
+      return `"${spec.name}" allows ${spec.burst} requests, refilled over ${over}`;
+    case "leaky_bucket":
+      return `"${spec.name}" serves one request every ${formatDuration(Math.round(spec.intervalMs))} and queues ${spec.queue}; the queue is full`;
+    case "concurrency":
+      return `"${spec.name}" allows ${spec.maxInFlight} requests in flight at once`;
+    default:
+      return `"${spec.name}" allows ${spec.limit} requests per ${over}`;
+  }
+}
+
+/**
+ * The limit one instance enforces alone while the store is away: `fraction` of the burst
+ * (at least 1) refilled at `fraction` of the rate, or `fraction` of a window's limit.
+ */
+export function localSpec(spec: LimitSpec, fraction: number): LimitSpec {
+  const share = (n: number) => Math.max(1, Math.floor(n * fraction));
+  switch (spec.algorithm) {
+    case "token_bucket":
+      return { ...spec, burst: share(spec.burst), intervalMs: spec.intervalMs / fraction };
+    case "leaky_bucket":
+      // The queue may be 0 (serve one at a time, queue none): its share stays 0 then.
+      return { ...spec, queue: Math.floor(spec.queue * fraction), intervalMs: spec.intervalMs / fraction };
+    case "concurrency":
+      return { ...spec, maxInFlight: share(spec.maxInFlight) };
+    default:
+      return { ...spec, limit: share(spec.limit) };
   }
 }

@@ -4,9 +4,6 @@ import { randomUUID } from "node:crypto";
 import { type IncomingMessage, type Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
-import type { Metrics, RequestDecision } from "../observability/metrics.js";
-import { NO_ROUTE } from "../observability/metrics.js";
-import type { SustainedDenials } from "../observability/sustained.js";
 import type { CompiledRoute, Runtime } from "../config/compile.js";
 import { formatDuration } from "../config/units.js";
 import {
@@ -37,6 +34,9 @@ import {
   type Limiter,
 } from "../limits/limiter.js";
 import { type LimitSpec, quota, windowMs } from "../limits/spec.js";
+import type { Metrics, RequestDecision } from "../observability/metrics.js";
+import { NO_ROUTE } from "../observability/metrics.js";
+import type { SustainedDenials } from "../observability/sustained.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { forward } from "./forward.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";

@@ -4,14 +4,14 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { Metrics } from "../../src/observability/metrics.js";
-import { SustainedDenials } from "../../src/observability/sustained.js";
 import { compileRuntime, type Runtime } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { AuthFailureThrottle } from "../../src/identity/auth-failures.js";
 import { Limiter } from "../../src/limits/limiter.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 import { createLogger } from "../../src/observability/log.js";
+import { Metrics } from "../../src/observability/metrics.js";
+import { SustainedDenials } from "../../src/observability/sustained.js";
 import { createPipeline } from "../../src/proxy/pipeline.js";
 import { UpstreamPools } from "../../src/proxy/upstreams.js";
 import { LogSink } from "../support/gateway.js";

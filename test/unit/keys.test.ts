@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { CompiledPlan } from "../../src/config/compile.js";
 import type { Caller } from "../../src/identity/caller.js";
+import { compiledLimit } from "../../src/limits/compiled.js";
 import { keyPart, limitChecks, scopeKey } from "../../src/limits/limiter.js";
 import type { LimitSpec } from "../../src/limits/spec.js";
 
@@ -28,8 +29,8 @@ describe("Redis keys", () => {
 
   it("skips a plan's tenant limit for callers without a tenant", () => {
     const planned = [
-      { spec: spec("free.global"), scope: "caller" as const, tenantOnly: false },
-      { spec: spec("free.tenant"), scope: "tenant" as const, tenantOnly: true },
+      { ...compiledLimit(spec("free.global"), 0.25), scope: "caller" as const, tenantOnly: false },
+      { ...compiledLimit(spec("free.tenant"), 0.25), scope: "tenant" as const, tenantOnly: true },
     ];
     expect(limitChecks("tg:", planned, tenantClient, 2).map((c) => [c.key, c.cost])).toEqual([
       ["tg:{t:acme}:c:acme-prod:free.global", 2],

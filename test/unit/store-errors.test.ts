@@ -1,10 +1,10 @@
 // Store failures in an operator's words (src/admin/store-errors.ts): the address without
 // credentials, the cause in words, never the Redis client's own text.
 import { describe, expect, it } from "vitest";
-import { StoreErrors, storeAddress } from "../../src/observability/store-errors.js";
 import { StoreUnavailableError } from "../../src/errors.js";
 import { BreakerOpenError } from "../../src/limits/breaker.js";
 import { StoreReplyError, StoreTimeoutError } from "../../src/limits/stores/redis.js";
+import { StoreErrors, storeAddress } from "../../src/observability/store-errors.js";
 
 const socketError = (code: string, message = `connect ${code} 10.1.2.3:6379`) =>
   Object.assign(new Error(message), { code, syscall: "connect" });

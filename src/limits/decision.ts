@@ -1,0 +1,50 @@
+// What the limiter answers for one request: the contract between limits/ and proxy/.
+import type { StoreUnavailableReason } from "../errors.js";
+import type { CompiledLimit } from "./plan.js";
+import type { LimitCheck, LimitOutcome, LimitSpec } from "./spec.js";
+
+/** Why the store gave no decision: the labels of tollgate_store_errors_total. */
+export type DegradedReason = StoreUnavailableReason;
+
+/** One limit of a request and what the store said about it. */
+export interface AppliedLimit {
+  /** The compiled limit: its description, quota and window for the response. */
+  limit: CompiledLimit;
+  /** The spec that decided: `limit.spec`, or its local share under on_failure: local. */
+  spec: LimitSpec;
+  outcome: LimitOutcome;
+}
+
+/** Whether a store call landed; a failed release or post-charge is reported, never thrown. */
+export type StoreResult = { ok: true } | { ok: false; reason: DegradedReason };
+
+export interface AllowedDecision {
+  kind: "allowed";
+  applied: AppliedLimit[];
+  /** The request's checks, kept for a post-charge. */
+  checks: LimitCheck[];
+  /** How long a leaky bucket makes the request wait for its slot. */
+  delayMs: number;
+  /** Shadow limits that would have denied this request (it was let through). */
+  shadowLimited?: AppliedLimit[];
+  /** Present when the request holds concurrency leases: call it once when the request ends. */
+  release?: () => Promise<StoreResult>;
+  /** Set when the in-process fallback decided (on_failure: local). */
+  degraded?: DegradedReason;
+}
+
+export interface DeniedDecision {
+  kind: "denied";
+  applied: AppliedLimit[];
+  violated: AppliedLimit[];
+  retryAfterMs: number;
+  degraded?: DegradedReason;
+  /** Decided by the deny cache, without asking the store. */
+  local?: true;
+}
+
+export type LimitDecision =
+  | { kind: "unlimited" }
+  | AllowedDecision
+  | DeniedDecision
+  | { kind: "degraded"; reason: DegradedReason; policy: "open" | "closed"; error: Error };
