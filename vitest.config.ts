@@ -1,16 +1,48 @@
-import { defineConfig } from "vitest/config";
+import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 
+// The slow projects: conformance and integration tests start their own redis-servers, e2e tests
+// spawn the built CLI and real redis-servers. They are slow by nature, not flaky.
+function slow(name: string, groupOrder: number, globalSetup: string[]): TestProjectInlineConfiguration {
+  return {
+    extends: true,
+    test: {
+      name,
+      include: [`test/${name}/**/*.test.ts`],
+      globalSetup,
+      // After the unit tests, and each in a group of its own: projects of one group run at the
+      // same time, and these files must run one at a time, all of them. Several tests bound
+      // latencies (a paused Redis answered within the timeout, a burst decided within one refill
+      // interval) and must not share the 2 cores with a 1000-request load test that happens to
+      // run alongside.
+      sequence: { groupOrder },
+      fileParallelism: false,
+    },
+  };
+}
+
+const redisServer = "test/support/redis-server-setup.ts";
+
+// `npm test` (`vitest run`) runs every project, `--project unit` one of them. The groups run one
+// after the other: all the global setups first (the build included), then the unit tests, then
+// conformance, integration and e2e.
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    // e2e tests spawn the built CLI and real redis-servers; they are slow by nature, not flaky.
+    pool: "forks",
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    globalSetup: ["test/support/global-setup.ts"],
-    pool: "forks",
-    // Files run one at a time: several tests bound latencies (a paused Redis answered within the
-    // timeout, a burst decided within one refill interval) and must not share the 2 cores with
-    // a 1000-request load test that happens to run alongside.
-    fileParallelism: false,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: ["test/unit/**/*.test.ts"],
+          // Pure functions: no build, no redis-server, no wall clock, so the files run in parallel.
+          sequence: { groupOrder: 0 },
+        },
+      },
+      slow("conformance", 1, [redisServer]),
+      slow("integration", 2, [redisServer]),
+      slow("e2e", 3, [redisServer, "test/support/build-setup.ts"]),
+    ],
   },
 });

@@ -1,8 +1,9 @@
 -- Debits units after the fact (the upstream's Tollgate-Cost), whatever is left: a charge may
 -- drive a limit into debt that later requests wait out. Each rate algorithm's step runs with an
--- unbounded quota, so it always admits, and its commit writes the new state. A concurrency
--- limit holds one slot whatever the request cost: it is left as it is.
--- Composed after the algorithm files (see src/limits/stores/scripts.ts).
+-- unbounded quota, so it always admits, and its commit writes the new state. A limit whose
+-- algorithm holds a slot (concurrency: one slot whatever the request cost) is left as it is.
+-- Composed after the algorithm files (see src/limits/stores/redis/scripts.ts); each limit is
+-- debited through its algorithm's entry (lua/prelude.lua).
 --
 --   KEYS[i]   state key of limit i
 --   ARGV[1]   now in ms, or "" to read the Redis clock
@@ -19,25 +20,17 @@ local now = tonumber(ARGV[1]) or clock
 
 for i = 1, #KEYS do
   local at = 3 + (i - 1) * 4
-  local algorithm = tonumber(ARGV[at])
+  local algorithm = ALGORITHMS[tonumber(ARGV[at])]
+  if algorithm == nil then return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[at])) end
   local p1, p2, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
   local k = KEYS[i]
-  if algorithm == 1 or algorithm == 5 then
-    local _, nxt = token_bucket_step(tonumber(redis.call('GET', k)), now, math.huge, p2, cost)
-    token_bucket_commit(k, nxt, now)
-  elseif algorithm == 2 then
-    local _, pending = fixed_window_step(redis.call('GET', k), now, math.huge, p2, cost)
-    fixed_window_commit(k, pending)
-  elseif algorithm == 3 then
-    sliding_window_step(k, now, math.huge, p2, cost)
-    -- At most `limit` members whatever the charge: Redis work and memory bounded by the limit.
-    sliding_window_commit(k, now, p2, cost, p1)
-  elseif algorithm == 4 then
-    local _, pending = sliding_counter_step(redis.call('GET', k), now, math.huge, p2, cost)
-    fixed_window_commit(k, pending)
+  if not algorithm.holds_slot then
+    -- With an unbounded quota the step always admits; its commit writes the debit (a sliding
+    -- log keeps only the newest p1 units: its commit trims to the limit it is given).
+    local _, pending = algorithm.step(k, now, math.huge, p2, cost)
+    algorithm.commit(k, pending, now, p1, p2, cost)
   end
-  local remaining, reset = limit_view(k, now, algorithm, p1, p2)
-  if remaining == nil then return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[at])) end
+  local remaining, reset = limit_view(algorithm, k, now, p1, p2)
   reply[#reply + 1] = remaining
   reply[#reply + 1] = reset
 end

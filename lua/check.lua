@@ -2,7 +2,8 @@
 -- of its limits are evaluated first and its state is written only if every one allows it, so a
 -- denial anywhere consumes nothing anywhere. A later request in the batch sees the writes of
 -- the earlier ones, exactly as if each had been its own script call.
--- Composed after the algorithm files (see src/limits/stores/scripts.ts), never pasted into them.
+-- Composed after the algorithm files (see src/limits/stores/redis/scripts.ts), never pasted into
+-- them; each limit is decided by its algorithm's entry in ALGORITHMS (lua/prelude.lua).
 --
 --   KEYS         per request, in request order: the state key of each of its limits
 --                (<prefix>{<scope>}:<limit>), then the keys of its denial record: the
@@ -17,14 +18,10 @@
 --     number of limits n
 --     number of denial-record keys: 0 (no record), 1 (log) or 2 (log and top bucket)
 --     denial record: "" for none, else "<caller>\t<route>\t<limit 1 name>\t<limit 2 name>..."
---     per limit: algorithm code (+ 16 for a shadow limit), param 1, param 2, cost
---       1 = token bucket: param 1 = burst, param 2 = interval_ms; a cost of "<want>:<batch>"
---         takes up to batch tokens, at least want (an instance's reservation)
---       2 = fixed window, 3 = sliding window log, 4 = sliding window counter:
---         param 1 = limit, param 2 = window_ms
---       5 = leaky bucket: param 1 = queue + 1, param 2 = interval_ms (a GCRA read as a delay)
---       6 = concurrency: param 1 = max_in_flight, param 2 = lease_ms, and the lease id
---         in place of the cost (a request holds one slot whatever it costs)
+--     per limit: algorithm code (+ 16 for a shadow limit), param 1, param 2, cost. Each
+--       algorithm's lua/ file says what its params are where it registers its code; the cost
+--       is a number, or what the algorithm reads in its place: "<want>:<batch>" for a batched
+--       token bucket (an instance's reservation), the lease id for a concurrency limit.
 --
 -- A shadow limit is evaluated and reported like any other but never denies the request; it is
 -- charged only when it would have allowed.
@@ -59,8 +56,8 @@ end
 
 local FIELDS = 4
 -- pending: per limit of the request being decided, PENDING slots: algorithm, next state,
--- param 2, cost argument, allowed, available now, reset now, shadow.
-local PENDING = 8
+-- param 1, param 2, cost argument, allowed, available now, reset now, shadow.
+local PENDING = 9
 local pending = {}
 local reply, clock = open_reply(ARGV[2])
 if reply[2] == 0 then return reply end
@@ -79,69 +76,33 @@ for _ = 1, tonumber(ARGV[1]) do
   reply[head] = 1
   local all_allowed = true
   for i = 1, n do
-    local algorithm = tonumber(ARGV[arg])
-    local is_shadow = algorithm >= SHADOW
-    if is_shadow then algorithm = algorithm - SHADOW end
+    local code = tonumber(ARGV[arg])
+    local is_shadow = code >= SHADOW
+    if is_shadow then code = code - SHADOW end
+    local algorithm = ALGORITHMS[code]
+    if algorithm == nil then return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg])) end
     local p1, p2, cost_arg = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), ARGV[arg + 3]
-    local k = KEYS[key + i - 1]
-    local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now
-    -- A plain number is the usual cost; only a batched take has the "<want>:<batch>" form.
-    local want, batch
-    if algorithm == 1 and tonumber(cost_arg) == nil then
-      want, batch = string.match(cost_arg, '^(%d+):(%d+)$')
-    end
-    if want then
-      -- A batched take: the fourth reply field is the tokens taken.
-      local taken
-      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now, taken =
-        token_bucket_batch_step(tonumber(redis.call('GET', k)), now, p1, p2, tonumber(want), tonumber(batch))
-      if ok then retry_ms = taken end
-    elseif algorithm == 1 or algorithm == 5 then
-      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
-        token_bucket_step(tonumber(redis.call('GET', k)), now, p1, p2, tonumber(cost_arg))
-      -- A leaky bucket serves the request at the TAT it found: reset_now from now.
-      if algorithm == 5 and ok then retry_ms = reset_now end
-    elseif algorithm == 2 then
-      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
-        fixed_window_step(redis.call('GET', k), now, p1, p2, tonumber(cost_arg))
-    elseif algorithm == 3 then
-      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
-        sliding_window_step(k, now, p1, p2, tonumber(cost_arg))
-    elseif algorithm == 4 then
-      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
-        sliding_counter_step(redis.call('GET', k), now, p1, p2, tonumber(cost_arg))
-    elseif algorithm == 6 then
-      ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now = concurrency_step(k, now, p1, p2)
-    else
-      return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg]))
-    end
+    local ok, nxt, remaining, reset_ms, fourth, available_now, reset_now =
+      algorithm.step(KEYS[key + i - 1], now, p1, p2, cost_arg)
     -- Per limit, in flat arrays reused by every request of the batch (no table per limit).
     local at = (i - 1) * PENDING
-    pending[at + 1], pending[at + 2], pending[at + 3], pending[at + 4] = algorithm, nxt, p2, cost_arg
-    pending[at + 5], pending[at + 6], pending[at + 7], pending[at + 8] = ok, available_now, reset_now, is_shadow
+    pending[at + 1], pending[at + 2], pending[at + 3], pending[at + 4] = algorithm, nxt, p1, p2
+    pending[at + 5], pending[at + 6], pending[at + 7], pending[at + 8] = cost_arg, ok, available_now, reset_now
+    pending[at + 9] = is_shadow
     if not ok and not is_shadow then all_allowed = false end
     reply[#reply + 1] = ok and 1 or 0
     reply[#reply + 1] = remaining
     reply[#reply + 1] = reset_ms
-    reply[#reply + 1] = retry_ms
+    reply[#reply + 1] = fourth
     arg = arg + FIELDS
   end
 
   if all_allowed then
     for i = 1, n do
-      local k = KEYS[key + i - 1]
       local at = (i - 1) * PENDING
-      local algorithm, nxt, window, cost_arg = pending[at + 1], pending[at + 2], pending[at + 3], pending[at + 4]
-      if not pending[at + 5] then
-        -- a shadow limit that would have denied: nothing to charge
-      elseif algorithm == 1 or algorithm == 5 then
-        token_bucket_commit(k, nxt, now)
-      elseif algorithm == 2 or algorithm == 4 then
-        fixed_window_commit(k, nxt)
-      elseif algorithm == 3 then
-        sliding_window_commit(k, now, window, tonumber(cost_arg))
-      else
-        concurrency_commit(k, cost_arg, now, window, nxt)
+      -- A shadow limit that would have denied has nothing to charge.
+      if pending[at + 6] then
+        pending[at + 1].commit(KEYS[key + i - 1], pending[at + 2], now, pending[at + 3], pending[at + 4], pending[at + 5])
       end
     end
   else
@@ -150,15 +111,15 @@ for _ = 1, tonumber(ARGV[1]) do
     for i = 1, n do
       local at = head + 1 + (i - 1) * FIELDS
       if reply[at] == 1 then
-        reply[at + 1] = pending[(i - 1) * PENDING + 6]
-        reply[at + 2] = pending[(i - 1) * PENDING + 7]
+        reply[at + 1] = pending[(i - 1) * PENDING + 7]
+        reply[at + 2] = pending[(i - 1) * PENDING + 8]
         reply[at + 3] = 0
       end
     end
     if record_keys > 0 then
       local violated = {}
       for i = 1, n do
-        if reply[head + 1 + (i - 1) * FIELDS] == 0 and not pending[(i - 1) * PENDING + 8] then
+        if reply[head + 1 + (i - 1) * FIELDS] == 0 and not pending[(i - 1) * PENDING + 9] then
           violated[#violated + 1] = i
         end
       end

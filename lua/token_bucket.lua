@@ -1,5 +1,5 @@
--- Token bucket as GCRA; the same arithmetic as src/limits/token-bucket.ts, operation for
--- operation (the conformance suite compares the two on identical inputs).
+-- Token bucket as GCRA; the same arithmetic as src/limits/algorithms/token-bucket.ts, operation
+-- for operation (the conformance suite compares the two on identical inputs). Registered as code 1.
 --   state: one string, the theoretical arrival time (ms) at which the bucket is full again.
 --   params: burst, interval_ms (time to earn back one token).
 local EPSILON_MS = 1e-6
@@ -23,9 +23,9 @@ local function token_bucket_step(tat, now, burst, interval, cost)
   return true, next_tat, remaining, math.ceil(next_tat - now), 0, available_now, reset_now
 end
 
--- Stores the new TAT; the key lives until the bucket is full again, plus a second.
+-- Stores the new TAT; the key lives until the bucket is full again, plus the slack.
 local function token_bucket_commit(key, next_tat, now)
-  redis.call('SET', key, string.format('%.17g', next_tat), 'PX', math.ceil(next_tat - now) + 1000)
+  redis.call('SET', key, string.format('%.17g', next_tat), 'PX', math.ceil(next_tat - now) + STATE_TTL_SLACK_MS)
 end
 
 -- A batch for an instance's reservation: at least `want` tokens (else denied like a request of
@@ -40,3 +40,28 @@ local function token_bucket_batch_step(tat, now, burst, interval, want, batch)
   if ok2 then return ok2, nxt2, remaining2, reset2, retry2, available2, reset_now2, take end
   return ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now, want
 end
+
+-- The entry's step (lua/prelude.lua). The cost is a number, or "<want>:<batch>" for an instance's
+-- reservation: then the fourth value, when allowed, is the tokens taken.
+local function token_bucket_check(key, now, burst, interval, cost_arg)
+  local tat = tonumber(redis.call('GET', key))
+  local cost = tonumber(cost_arg)
+  if cost ~= nil then return token_bucket_step(tat, now, burst, interval, cost) end
+  local want, batch = string.match(cost_arg, '^(%d+):(%d+)$')
+  local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now, taken =
+    token_bucket_batch_step(tat, now, burst, interval, tonumber(want), tonumber(batch))
+  if ok then retry_ms = taken end
+  return ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now
+end
+
+-- The TAT moves back by what the request advanced it; at or before now the bucket is full.
+local function token_bucket_refund(key, _, current, _, interval, units_arg)
+  local units = tonumber(units_arg)
+  local raw = redis.call('GET', key)
+  if not raw then return 0 end
+  local back = tonumber(raw) - units * interval
+  if back <= current then redis.call('DEL', key) else token_bucket_commit(key, back, current) end
+  return 1
+end
+
+ALGORITHMS[1] = { step = token_bucket_check, commit = token_bucket_commit, refund = token_bucket_refund }

@@ -1,10 +1,11 @@
--- Window algorithms; the same arithmetic as src/limits/windows.ts, operation for operation.
--- Each *_step returns: allowed, pending (what commit writes), remaining, reset_ms,
--- retry_after_ms, available_now, reset_now_ms (the last two: what to report when another
--- limit of the request denies it).
+-- Window algorithms; the same arithmetic as src/limits/algorithms/windows.ts, operation for
+-- operation. Registered as codes 2 (fixed window), 3 (sliding window log) and 4 (sliding window
+-- counter); params: limit, window_ms. Their functions have the entry shapes of lua/prelude.lua.
 
--- Fixed window. State: one string "<window start ms> <count>".
-local function fixed_window_step(raw, now, limit, window, cost)
+-- Fixed window. State: one string "<window start ms> <count>"; pending: the string to write.
+local function fixed_window_step(key, now, limit, window, cost_arg)
+  local cost = tonumber(cost_arg)
+  local raw = redis.call('GET', key)
   local start = math.floor(now / window) * window
   local used = 0
   if raw then
@@ -17,19 +18,40 @@ local function fixed_window_step(raw, now, limit, window, cost)
   if used + cost > limit then
     return false, nil, avail, reset, reset, avail, reset
   end
-  local pending = { value = string.format('%.17g %d', start, used + cost), ttl = reset + 1000 }
-  return true, pending, limit - used - cost, reset, 0, avail, reset
+  return true, string.format('%.17g %d', start, used + cost), limit - used - cost, reset, 0, avail, reset
 end
 
-local function fixed_window_commit(key, pending)
-  redis.call('SET', key, pending.value, 'PX', pending.ttl)
+-- The key lives until the window ends (the step's reset_ms), plus the slack.
+local function fixed_window_commit(key, value, now, _, window)
+  local start = math.floor(now / window) * window
+  redis.call('SET', key, value, 'PX', math.ceil(start + window - now) + STATE_TTL_SLACK_MS)
+end
+
+-- Rewrites a window's string state, keeping the key's expiry (a refund).
+local function rewrite_window(key, value)
+  local ttl = redis.call('PTTL', key)
+  if ttl > 0 then redis.call('SET', key, value, 'PX', ttl) end
+end
+
+-- The units go back to the window they were taken in, if it is still the current one.
+local function fixed_window_refund(key, at, _, _, window, units_arg)
+  local units = tonumber(units_arg)
+  local raw = redis.call('GET', key)
+  if not raw then return 0 end
+  local s, c = string.match(raw, '^(%S+) (%S+)$')
+  local start = math.floor(at / window) * window
+  if tonumber(s) ~= start then return 0 end
+  rewrite_window(key, string.format('%.17g %d', start, math.max(0, tonumber(c) - units)))
+  return 1
 end
 
 -- Sliding window log. State: a sorted set, one member per admitted unit, scored by its time;
 -- a unit admitted at t counts while now < t + window. Only the newest `limit` units can ever
 -- decide anything (older ones leave the window first, and `limit` units already deny), so a
 -- post-charge past the limit keeps just those: at most `limit` members, whatever was charged.
-local function sliding_window_step(key, now, limit, window, cost)
+-- pending: the units the window held before this request.
+local function sliding_window_step(key, now, limit, window, cost_arg)
+  local cost = tonumber(cost_arg)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.17g', now - window))
   local used = redis.call('ZCARD', key)
   local full_again = 0
@@ -56,12 +78,13 @@ end
 -- Members added per ZADD: bounds the arguments of one call (Lua's unpack has a stack limit).
 local SLIDING_ZADD_CHUNK = 256
 
--- Adds `cost` units at now; with `limit` (a post-charge), at most `limit` of them, and the
--- oldest members beyond `limit` are dropped. A check passes no limit: it never exceeds it.
-local function sliding_window_commit(key, now, window, cost, limit)
+-- Adds `cost` units at now, at most `limit` of them, and drops the oldest members beyond
+-- `limit`. Only a post-charge (whose step ran with an unbounded limit) can pass the limit: a
+-- check that allowed never does, and skips the trim.
+local function sliding_window_commit(key, used, now, limit, window, cost_arg)
   local score = string.format('%.17g', now)
-  local add = cost
-  if limit ~= nil and add > limit then add = limit end
+  local add = tonumber(cost_arg)
+  if add > limit then add = limit end
   -- Members are unique: a timestamp's units are numbered after the ones it already holds
   -- ("<time>:<n>"). Only a trim that leaves nothing but this timestamp's units can make a
   -- number repeat, and then every unit has the same score anyway.
@@ -75,16 +98,33 @@ local function sliding_window_commit(key, now, window, cost, limit)
       args = {}
     end
   end
-  if limit ~= nil then
+  if used + add > limit then
     local excess = redis.call('ZCARD', key) - limit
     if excess > 0 then redis.call('ZREMRANGEBYRANK', key, 0, excess - 1) end
   end
-  redis.call('PEXPIRE', key, math.ceil(window) + 1000)
+  redis.call('PEXPIRE', key, math.ceil(window) + STATE_TTL_SLACK_MS)
+end
+
+-- The request's units are members at exactly its time; the highest numbers go, so the numbers
+-- left at that time stay 1..n, as sliding_window_commit expects.
+local function sliding_window_refund(key, at, _, _, _, units_arg)
+  local units = tonumber(units_arg)
+  local score = string.format('%.17g', at)
+  local members = redis.call('ZRANGEBYSCORE', key, score, score)
+  if #members == 0 then return 0 end
+  local numbered = {}
+  for _, m in ipairs(members) do numbered[#numbered + 1] = { tonumber(string.match(m, ':(%d+)$')) or 0, m } end
+  table.sort(numbered, function(a, b) return a[1] > b[1] end)
+  for j = 1, math.min(units, #numbered) do redis.call('ZREM', key, numbered[j][2]) end
+  return 1
 end
 
 -- Sliding window counter. State: one string "<window start ms> <previous count> <current count>";
 -- the previous window is weighted by the share of it still inside the sliding window.
-local function sliding_counter_step(raw, now, limit, w, cost)
+-- pending: the string to write.
+local function sliding_counter_step(key, now, limit, w, cost_arg)
+  local cost = tonumber(cost_arg)
+  local raw = redis.call('GET', key)
   local start = math.floor(now / w) * w
   local prev, cur = 0, 0
   if raw then
@@ -120,6 +160,34 @@ local function sliding_counter_step(raw, now, limit, w, cost)
   local remaining = math.floor(limit - estimated - cost)
   if remaining < 0 then remaining = 0 end
   local full = math.ceil(start + 2 * w - now)
-  local pending = { value = string.format('%.17g %d %d', start, prev, cur + cost), ttl = full + 1000 }
-  return true, pending, remaining, full, 0, avail, reset
+  return true, string.format('%.17g %d %d', start, prev, cur + cost), remaining, full, 0, avail, reset
 end
+
+-- The key lives until both windows have passed (the step's reset_ms when allowed), plus the slack.
+local function sliding_counter_commit(key, value, now, _, w)
+  local start = math.floor(now / w) * w
+  redis.call('SET', key, value, 'PX', math.ceil(start + 2 * w - now) + STATE_TTL_SLACK_MS)
+end
+
+-- The units count in the window they were taken in: the current one, or the previous one once
+-- the state has moved on a window.
+local function sliding_counter_refund(key, at, _, _, w, units_arg)
+  local units = tonumber(units_arg)
+  local raw = redis.call('GET', key)
+  if not raw then return 0 end
+  local s, p, c = string.match(raw, '^(%S+) (%S+) (%S+)$')
+  s, p, c = tonumber(s), tonumber(p), tonumber(c)
+  local start = math.floor(at / w) * w
+  if s == start then
+    rewrite_window(key, string.format('%.17g %d %d', s, p, math.max(0, c - units)))
+    return 1
+  elseif s == start + w then
+    rewrite_window(key, string.format('%.17g %d %d', s, math.max(0, p - units), c))
+    return 1
+  end
+  return 0
+end
+
+ALGORITHMS[2] = { step = fixed_window_step, commit = fixed_window_commit, refund = fixed_window_refund }
+ALGORITHMS[3] = { step = sliding_window_step, commit = sliding_window_commit, refund = sliding_window_refund }
+ALGORITHMS[4] = { step = sliding_counter_step, commit = sliding_counter_commit, refund = sliding_counter_refund }

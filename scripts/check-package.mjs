@@ -8,8 +8,9 @@
 //      `npx tollgate --check` on a valid config (exit 0) and on a misspelt one (exit 2, "did you
 //      mean"); an ESM import and a CommonJS require of "tollgate" that check limits and exit on
 //      their own once the store is closed; the README's library example, with Redis down;
-//      "tollgate/client" importing nothing; `tsc --noEmit` passing a correct limit definition
-//      and failing `{ burts: 10 }`;
+//      "tollgate/gateway" loading a config; "tollgate" loading none of the gateway's dependencies
+//      (undici, pino, prom-client) and "tollgate/client" importing nothing; `tsc --noEmit`
+//      passing a correct limit definition and the gateway's types, and failing `{ burts: 10 }`;
 //   4. unless `--skip-git`: `npm install git+file://…` of the copy, which must build dist/ too.
 //
 // npm runs with --prefer-offline (the local cache serves what it holds), or with `--offline`
@@ -147,6 +148,8 @@ for (const needed of [
   "dist/cli.js",
   "dist/index.js",
   "dist/index.d.ts",
+  "dist/gateway/index.js",
+  "dist/gateway/index.d.ts",
   "dist/client/index.js",
   "dist/client/index.d.ts",
   "config/gateway.schema.json",
@@ -261,6 +264,77 @@ if (exampleRun.status !== 0 || !exampleRun.stderr.includes("Redis is not reachab
 }
 pass(`the README's library example exits on its own with Redis down (${exampleRun.seconds} s)`);
 
+// Each entry, as a consumer imports it, with a resolve hook that logs every URL Node resolves:
+// "tollgate" is the limiter alone, so it must not load the gateway's dependencies.
+writeFileSync(
+  join(consumer, "resolve-hook.mjs"),
+  `import { appendFileSync } from "node:fs";
+let log;
+export function initialize(file) { log = file; }
+export async function resolve(specifier, context, next) {
+  const resolved = await next(specifier, context);
+  appendFileSync(log, resolved.url + "\\n");
+  return resolved;
+}
+`,
+);
+writeFileSync(
+  join(consumer, "log-resolutions.mjs"),
+  `import { register } from "node:module";
+register("./resolve-hook.mjs", import.meta.url, { data: process.env.RESOLVED_LOG });
+`,
+);
+writeFileSync(
+  join(consumer, "load-entry.mjs"),
+  `const entry = await import(process.argv[2]);
+console.log(JSON.stringify(Object.keys(entry).sort()));
+`,
+);
+const GATEWAY_ONLY = ["pino", "prom-client", "undici"];
+/** The packages loading `entry` loads (names under node_modules/), and the names it exports. */
+function loadEntry(entry) {
+  const log = join(consumer, `resolved-${entry.replace("/", "-")}.log`);
+  const r = spawnSync(process.execPath, ["--import", "./log-resolutions.mjs", "load-entry.mjs", entry], {
+    cwd: consumer,
+    env: { ...env, RESOLVED_LOG: log },
+    encoding: "utf8",
+    timeout: 15_000,
+  });
+  if (r.status !== 0) fail(`import("${entry}") with a resolve hook`, `${r.stdout}\n${r.stderr}`);
+  const urls = existsSync(log) ? readFileSync(log, "utf8").split("\n").filter(Boolean) : [];
+  const packages = new Set(
+    urls
+      .map((url) => /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1])
+      .filter((name) => name !== undefined),
+  );
+  packages.delete("tollgate");
+  return { packages: [...packages].sort(), exports: JSON.parse(r.stdout) };
+}
+const gateway = loadEntry("tollgate/gateway");
+for (const name of [
+  "Gateway",
+  "loadConfigFile",
+  "loadConfigText",
+  "compileRuntime",
+  "ConfigError",
+  "formatProblem",
+]) {
+  if (!gateway.exports.includes(name))
+    fail(`"tollgate/gateway" does not export ${name}`, gateway.exports.join(" "));
+}
+// The control: were the hook blind, the check of "tollgate" below would pass for nothing.
+const unseen = GATEWAY_ONLY.filter((name) => !gateway.packages.includes(name));
+if (unseen.length) fail(`the resolve hook did not see "tollgate/gateway" load ${unseen.join(", ")}`);
+const limiter = loadEntry("tollgate");
+const leaked = GATEWAY_ONLY.filter((name) => limiter.packages.includes(name));
+if (leaked.length) fail(`"tollgate" loads the gateway's ${leaked.join(", ")}`, limiter.packages.join(" "));
+if (limiter.exports.includes("Gateway")) fail(`"tollgate" still exports Gateway (it is "tollgate/gateway")`);
+figures.libraryPackages = limiter.packages;
+pass(
+  `"tollgate/gateway" exports the Gateway and config loading; "tollgate" loads ` +
+    `${limiter.packages.join(", ")}, none of ${GATEWAY_ONLY.join(", ")}`,
+);
+
 const clientDir = join(consumer, "node_modules/tollgate/dist/client");
 for (const file of readdirSync(clientDir).filter((f) => f.endsWith(".js"))) {
   const source = readFileSync(join(clientDir, file), "utf8");
@@ -308,6 +382,22 @@ const bad = tsCase("bad", `{ api: { rate: "5/s", burts: 10 } }`);
 if (bad.status === 0 || !bad.stdout.includes("burts")) fail("tsc accepts { burts: 10 }", bad.stdout);
 figures.tscMisspelling = bad.stdout.trim().split("\n")[0];
 pass(`tsc --noEmit: a correct definition passes, { burts: 10 } fails:\n     ${figures.tscMisspelling}`);
+writeFileSync(
+  join(consumer, "gateway.mts"),
+  `import { type Config, Gateway, type GatewayOptions, loadConfigText } from "tollgate/gateway";
+const options: GatewayOptions = { configFile: "gateway.yaml" };
+export const gateway: Promise<Gateway> = Gateway.start(options);
+const loaded = loadConfigText("", "gateway.yaml", {});
+export const config: Config | undefined = loaded.ok ? loaded.config : undefined;
+`,
+);
+writeFileSync(
+  join(consumer, "tsconfig.gateway.json"),
+  JSON.stringify({ ...tsOptions, files: ["gateway.mts"] }),
+);
+const gatewayTypes = run(process.execPath, [tsc, "-p", "tsconfig.gateway.json"], consumer);
+if (gatewayTypes.status !== 0) fail(`tsc rejects the types of "tollgate/gateway"`, gatewayTypes.stdout);
+pass(`tsc --noEmit: "tollgate/gateway" has its types`);
 
 // 4. A git install: npm clones, installs the dev dependencies, runs prepare, then packs.
 if (!args.has("--skip-git")) {

@@ -63,9 +63,12 @@ export abstract class StoreError extends TollgateError {
 /** The store did not answer within store.timeout. */
 export class StoreTimeoutError extends StoreError {
   readonly reason = "timeout";
+  /** The timeout that ran out, for an operator's description (observability/store-errors.ts). */
+  readonly ms: number;
   constructor(ms: number, cause?: unknown) {
     super("TOLLGATE_STORE_TIMEOUT", `the limit store did not answer within ${ms} ms`, { cause, status: 503 });
     this.name = "StoreTimeoutError";
+    this.ms = ms;
   }
 }
 

@@ -1,18 +1,21 @@
-// The library surface (SPEC §5): the limiter core, importable without the proxy.
+// `tollgate`, the library (SPEC §5): the limiter and its stores, importable without the proxy.
+// Nothing here may reach the gateway's modules: loading this entry must not load undici, pino or
+// prom-client (test/unit/library-entry.test.ts and `npm run check:package` fail when it does).
+// The gateway is its own entry, `tollgate/gateway` (src/gateway/index.ts).
 
-export { compileRuntime, type Runtime } from "./config/compile.js";
-export { loadConfigFile, loadConfigText } from "./config/load.js";
-export { ConfigError, type ConfigProblem, formatProblem } from "./config/problems.js";
-export type { Config } from "./config/schema.js";
 export {
+  BreakerOpenError,
   LimitDefinitionError,
+  StoreConnectionError,
+  StoreError,
+  StoreReplyError,
+  StoreTimeoutError,
   StoreUnavailableError,
   type StoreUnavailableReason,
   TollgateError,
   type TollgateErrorCode,
   UnknownLimitError,
 } from "./errors.js";
-export { Gateway, type GatewayOptions } from "./gateway/gateway.js";
 export {
   type CheckOptions,
   type ConcurrencyLimit,
@@ -32,6 +35,8 @@ export {
   type WindowLimit,
 } from "./limits/create-limiter.js";
 export type {
+  ConcurrencySpec,
+  LeakyBucketSpec,
   LimitCheck,
   LimitOutcome,
   LimitSpec,
@@ -39,6 +44,20 @@ export type {
   TokenBucketSpec,
   WindowSpec,
 } from "./limits/spec.js";
-export type { Store } from "./limits/store.js";
+// The contract a store of one's own implements (the limiter's CheckOptions above are another thing).
+export type {
+  AtOptions,
+  ChargedLimit,
+  CheckOptions as StoreCheckOptions,
+  Denial,
+  DenialBatch,
+  DenialLog,
+  DenialRecord,
+  Health,
+  Inspector,
+  Lease,
+  LimitStore,
+  Store,
+} from "./limits/stores/contract.js";
 export { MemoryStore, type MemoryStoreOptions } from "./limits/stores/memory.js";
-export { RedisStore, type RedisStoreOptions } from "./limits/stores/redis.js";
+export { RedisStore, type RedisStoreOptions } from "./limits/stores/redis/store.js";

@@ -3,7 +3,7 @@
 import type { CompiledPlan, Runtime } from "../config/compile.js";
 import type { Caller } from "../identity/caller.js";
 import { callerIpKey, parseIp, unwrapMapped } from "../identity/ip.js";
-import { denialLogKey, scopeKey } from "../limits/limiter.js";
+import { binds, denialLogKey, limitKey } from "../limits/keys.js";
 import type { PlannedLimit } from "../limits/plan.js";
 import type { LimitCheck } from "../limits/spec.js";
 
@@ -40,7 +40,7 @@ export function callerLimits(
   const prefix = rt.store.prefix;
   const checks = new Map<string, LimitCheck>();
   const add = (caller: Caller, planned: PlannedLimit, scope = planned.scope) => {
-    const key = prefix + scopeKey(scope, caller) + planned.spec.name;
+    const key = limitKey(prefix, scope, caller, planned.spec.name);
     if (!checks.has(key)) checks.set(key, { key, spec: planned.spec, cost: 0 });
   };
   const everyLimit = (plan: CompiledPlan, visit: (p: PlannedLimit) => void) => {
@@ -65,7 +65,7 @@ export function callerLimits(
     const caller: Caller = { kind: "client", id: ref.id, plan, tenant, ipKey: "" };
     everyLimit(plan, (p) => {
       if (p.scope === "ip") return; // keyed by whatever IP the client calls from
-      if (p.tenantOnly && tenant === undefined) return;
+      if (!binds(p, caller)) return;
       add(caller, p);
     });
     return {

@@ -7,11 +7,14 @@ import type { Runtime } from "../config/compile.js";
 import { formatProblem } from "../config/problems.js";
 import { formatDuration, type Rate } from "../config/units.js";
 import { withDeadline } from "../deadline.js";
+import { StoreTimeoutError } from "../errors.js";
 import type { ReloadResult } from "../gateway/gateway.js";
-import { type Limiter, lastHourTopKeys } from "../limits/limiter.js";
+import { type ProblemCode, problemFor, sendProblem } from "../http/problem.js";
+import { requestIdOf } from "../http/request-id.js";
+import { lastHourTopKeys } from "../limits/keys.js";
+import type { Limiter } from "../limits/limiter.js";
 import { quota } from "../limits/spec.js";
-import type { Store } from "../limits/store.js";
-import { StoreTimeoutError } from "../limits/stores/redis.js";
+import type { Store } from "../limits/stores/contract.js";
 import type { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
 import { callerLimits, parseCallerRef } from "./callers.js";
@@ -75,21 +78,24 @@ export async function readiness(
 /** A store failure met by an admin request: answered 503 with its description. */
 class AdminStoreError extends Error {}
 
+/** A problem from the table (http/problem.ts), with the members `extra` adds after `detail`. */
 function problem(
   res: ServerResponse,
-  status: number,
-  title: string,
+  code: ProblemCode,
   detail: string,
-  extra: Record<string, unknown> = {},
+  extra?: Record<string, unknown>,
+  headers?: Record<string, string>,
 ): void {
-  sendJson(res, status, { type: "about:blank", title, status, detail, ...extra }, "application/problem+json");
+  const body = problemFor(code, detail);
+  if (extra) Object.assign(body, extra);
+  sendProblem(res, body, headers);
 }
 
 /** Answers 405 with Allow unless the method is one of `methods`. */
 function allow(req: IncomingMessage, res: ServerResponse, ...methods: string[]): boolean {
   if (methods.includes(req.method ?? "")) return true;
   res.setHeader("allow", methods.join(", "));
-  problem(res, 405, "Method Not Allowed", `use ${methods.join(" or ")}`);
+  problem(res, "method_not_allowed", `use ${methods.join(" or ")}`);
   return false;
 }
 
@@ -181,10 +187,10 @@ export function decodePathSegment(encoded: string): string | null {
   }
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown, type = "application/json"): void {
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, {
-    "content-type": type,
+    "content-type": "application/json",
     "content-length": Buffer.byteLength(text),
     "cache-control": "no-store",
   });
@@ -206,12 +212,12 @@ export function createAdminHandler(deps: AdminDeps) {
   async function handleOperatorApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     const token = deps.runtime().config.admin.token;
     if (token === "") {
-      problem(res, 404, "Not Found", "the admin API is disabled: set admin.token to enable it");
+      problem(res, "admin_disabled", "the admin API is disabled: set admin.token to enable it");
       return;
     }
     if (!adminAuthorized(req.headers.authorization, token)) {
       res.setHeader("www-authenticate", 'Bearer realm="tollgate-admin"');
-      problem(res, 401, "Unauthorized", "send Authorization: Bearer <admin.token>");
+      problem(res, "unauthorized", "send Authorization: Bearer <admin.token>");
       return;
     }
     const rawUrl = req.url ?? "/";
@@ -224,8 +230,7 @@ export function createAdminHandler(deps: AdminDeps) {
       if (name === null) {
         problem(
           res,
-          400,
-          "Bad Request",
+          "bad_caller",
           "the caller name is not valid percent-encoded UTF-8; name the caller as client:<id>, tenant:<id> or ip:<address>",
         );
         return;
@@ -255,7 +260,7 @@ export function createAdminHandler(deps: AdminDeps) {
     if (path === "/admin/reload") {
       if (req.method !== "POST") {
         res.setHeader("allow", "POST");
-        problem(res, 405, "Method Not Allowed", "use POST /admin/reload");
+        problem(res, "method_not_allowed", "use POST /admin/reload");
         return;
       }
       const result = await deps.reload();
@@ -267,13 +272,13 @@ export function createAdminHandler(deps: AdminDeps) {
           restart_required: result.restartRequired,
         });
       } else {
-        problem(res, 400, "Bad Request", "the config file was refused; the previous config keeps serving", {
+        problem(res, "config_refused", "the config file was refused; the previous config keeps serving", {
           errors: result.problems.map(formatProblem),
         });
       }
       return;
     }
-    problem(res, 404, "Not Found", `no admin endpoint ${path}`);
+    problem(res, "no_endpoint", `no admin endpoint ${path}`);
   }
 
   async function callerEndpoint(
@@ -285,7 +290,7 @@ export function createAdminHandler(deps: AdminDeps) {
     if (!allow(req, res, "GET", "DELETE")) return;
     const ref = parseCallerRef(name);
     if (!ref) {
-      problem(res, 400, "Bad Request", "name the caller as client:<id>, tenant:<id> or ip:<address>");
+      problem(res, "bad_caller", "name the caller as client:<id>, tenant:<id> or ip:<address>");
       return;
     }
     const rt = deps.runtime();
@@ -294,7 +299,7 @@ export function createAdminHandler(deps: AdminDeps) {
       tenant: query.get("tenant") ?? undefined,
     });
     if (!found.ok) {
-      problem(res, found.status, found.status === 404 ? "Not Found" : "Bad Request", found.detail);
+      problem(res, found.status === 404 ? "unknown_caller" : "bad_caller", found.detail);
       return;
     }
     const { checks, logKey, plan, tenant } = found.limits;
@@ -340,7 +345,7 @@ export function createAdminHandler(deps: AdminDeps) {
         return;
       }
       if (req.method !== "GET" && req.method !== "HEAD") {
-        problem(res, 405, "Method Not Allowed", "use GET");
+        problem(res, "method_not_allowed", "use GET");
         return;
       }
       switch (path) {
@@ -366,15 +371,24 @@ export function createAdminHandler(deps: AdminDeps) {
           return;
         }
         default:
-          problem(res, 404, "Not Found", `no admin endpoint ${path}`);
+          problem(res, "no_endpoint", `no admin endpoint ${path}`);
       }
     } catch (err) {
       if (res.headersSent) res.destroy();
       // The store is down or refusing: not the gateway's fault, and the detail says what to fix.
-      else if (err instanceof AdminStoreError) problem(res, 503, "Service Unavailable", err.message);
+      else if (err instanceof AdminStoreError) problem(res, "store_unavailable", err.message);
       else {
-        deps.logger?.error({ err, path }, "admin request failed");
-        problem(res, 500, "Internal Server Error", (err as Error).message);
+        // The error's own words may name files, keys or internals: they go to the log, and the
+        // answer only says which log line to read.
+        const requestId = requestIdOf(req.headers);
+        deps.logger?.error({ err, path, request_id: requestId }, "admin request failed");
+        problem(
+          res,
+          "internal_error",
+          `the admin API failed to handle this request; see the gateway's log for request_id ${requestId}`,
+          undefined,
+          { "x-request-id": requestId },
+        );
       }
     }
   };

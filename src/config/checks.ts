@@ -8,6 +8,7 @@
 // and why: a reference to an item that exists but failed the schema is not reported as unknown.
 
 import { parseCidr } from "../identity/ip.js";
+import { ALGORITHM_KEYS, ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
 import { HTTP_METHODS, methodSet, routesByPrefix } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { ANONYMOUS_PLAN } from "./compile.js";
@@ -399,9 +400,13 @@ function checkReachablePlans(config: CheckableConfig, invalid: Invalid, warn: Ad
   }
 }
 
-/** The capacity a route's cost is compared with: a bucket's burst or a window's limit. */
+/**
+ * The capacity a route's cost is compared with, as the limit's algorithm says (a bucket's burst,
+ * a window's limit); none for an algorithm route cost does not apply to.
+ */
 function burstOf(limit: LimitConfig | undefined): number | undefined {
-  const burst = limit && !limit.unlimited ? (limit.burst ?? limit.limit) : undefined;
+  if (!limit || limit.unlimited) return undefined;
+  const burst = ALGORITHMS[limit.algorithm ?? DEFAULT_ALGORITHM].config.capacity?.(limit);
   return burst !== undefined && burst > 0 ? burst : undefined;
 }
 
@@ -435,7 +440,6 @@ export function checkLimit(
   limit: LimitConfig,
   add: (p: PathSegment[], m: string, k?: string) => void,
 ) {
-  const algorithm = limit.algorithm ?? "token_bucket";
   if (limit.unlimited !== undefined) {
     const others = Object.keys(limit).filter((k) => k !== "unlimited");
     if (limit.unlimited !== true)
@@ -444,82 +448,13 @@ export function checkLimit(
       add(path, `unlimited: true cannot be combined with ${others.join(", ")}`, others[0]);
     return;
   }
-  if (
-    algorithm === "fixed_window" ||
-    algorithm === "sliding_window" ||
-    algorithm === "sliding_window_counter"
-  ) {
-    for (const key of ["rate", "burst", "batch", "max_in_flight", "lease", "queue"] as const) {
-      if (limit[key] !== undefined)
-        add(path, `${key} does not apply to ${algorithm} (it takes limit + window)`, key);
-    }
-    if (limit.limit === undefined) add(path, "limit is missing (e.g. limit: 5)");
-    // limit: 0 denies everything, whatever the window; it needs none.
-    if (limit.window === undefined && limit.limit !== 0) add(path, "window is missing (e.g. window: 15m)");
-    else if (limit.window === 0) add(path, "window must be longer than 0", "window");
-    return;
+  const { config } = ALGORITHMS[limit.algorithm ?? DEFAULT_ALGORITHM];
+  // A key of another algorithm is refused, never ignored.
+  for (const key of Object.keys(ALGORITHM_KEYS) as (keyof typeof ALGORITHM_KEYS)[]) {
+    if (limit[key] !== undefined && !(key in config.keys))
+      add(path, `${key} does not apply to ${config.what}`, key);
   }
-  if (algorithm === "leaky_bucket") {
-    refuseKeys(
-      path,
-      limit,
-      ["burst", "limit", "window", "max_in_flight", "lease", "batch"],
-      "a leaky bucket (it takes rate + queue)",
-      add,
-    );
-    if (limit.rate === undefined) add(path, "rate is missing: how fast the queue drains (e.g. rate: 10/s)");
-    else if (limit.rate.count <= 0) add(path, "rate must be more than 0", "rate");
-    if (limit.queue === undefined) add(path, "queue is missing: how many requests may wait (e.g. queue: 50)");
-    return;
-  }
-  if (algorithm === "concurrency") {
-    refuseKeys(
-      path,
-      limit,
-      ["rate", "burst", "limit", "window", "queue", "batch"],
-      "a concurrency limit (it takes max_in_flight and lease)",
-      add,
-    );
-    if (limit.max_in_flight === undefined) add(path, "max_in_flight is missing (e.g. max_in_flight: 2)");
-    if (limit.lease === 0) add(path, "lease must be longer than 0 (e.g. lease: 60s)", "lease");
-    return;
-  }
-  refuseKeys(path, limit, ["max_in_flight", "lease", "queue"], "a token bucket", add);
-  const capacity = limit.burst ?? limit.limit;
-  if (limit.batch !== undefined && limit.batch < 2)
-    add(path, "batch must be at least 2 (1 is no batching)", "batch");
-  else if (limit.batch !== undefined && capacity !== undefined && limit.batch > capacity) {
-    add(path, `batch ${limit.batch} is more than the bucket holds (${capacity})`, "batch");
-  }
-  const rateForm = limit.rate !== undefined || limit.burst !== undefined;
-  const windowForm = limit.limit !== undefined || limit.window !== undefined;
-  if (rateForm && windowForm) {
-    add(path, "a token bucket takes either rate + burst or limit + window, not both");
-  } else if (rateForm) {
-    if (limit.rate === undefined) add(path, "rate is missing (e.g. rate: 5/s)");
-    if (limit.burst === undefined) add(path, "burst is missing (e.g. burst: 10)");
-    if (limit.rate && limit.rate.count <= 0) add(path, "rate must be more than 0", "rate");
-    if (limit.burst === 0) add(path, "burst must be at least 1", "burst");
-  } else if (windowForm) {
-    if (limit.limit === undefined) add(path, "limit is missing (e.g. limit: 100)");
-    if (limit.window === undefined && limit.limit !== 0) add(path, "window is missing (e.g. window: 1h)");
-    if (limit.window === 0) add(path, "window must be longer than 0", "window");
-  } else {
-    add(
-      path,
-      "a token bucket needs rate + burst (e.g. rate: 5/s, burst: 10) or limit + window (e.g. limit: 100, window: 1h)",
-    );
-  }
-}
-
-function refuseKeys(
-  path: PathSegment[],
-  limit: LimitConfig,
-  keys: readonly (keyof LimitConfig)[],
-  what: string,
-  add: (p: PathSegment[], m: string, k?: string) => void,
-) {
-  for (const key of keys) if (limit[key] !== undefined) add(path, `${key} does not apply to ${what}`, key);
+  config.check(limit, (message, key) => add(path, message, key));
 }
 
 function checkJwt(config: CheckableConfig, invalid: Invalid, add: Add) {

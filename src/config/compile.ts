@@ -4,9 +4,11 @@
 import { createHash } from "node:crypto";
 import { CidrSet, parseCidr } from "../identity/ip.js";
 import type { JwtVerifier } from "../identity/jwt.js";
+import { ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
+import { denyEverything } from "../limits/algorithms/windows.js";
 import { compiledLimit } from "../limits/compiled.js";
 import type { LimitScope, PlannedLimit } from "../limits/plan.js";
-import type { LimitSpec, TokenBucketSpec } from "../limits/spec.js";
+import type { LimitSpec } from "../limits/spec.js";
 import { methodSet, RouteMatcher } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import type { Config, FailurePolicy, LimitConfig } from "./schema.js";
@@ -98,73 +100,17 @@ export interface Runtime {
 
 export const ANONYMOUS_PLAN = "anonymous";
 
-/** SPEC §2: a concurrency lease outlives a dead gateway by a minute unless configured. */
-export const DEFAULT_LEASE_MS = 60_000;
-
-/** The window a `limit: 0` reports as its reset when it names none: it never admits anyway. */
-const DENY_WINDOW_MS = 3_600_000;
-
+/**
+ * A limit's spec, compiled by its algorithm; null for `unlimited: true`. `limit: 0` denies every
+ * request whatever the algorithm.
+ */
 export function compileLimit(name: string, limit: LimitConfig): LimitSpec | null {
-  const spec = compileLimitShape(name, limit);
-  return spec && limit.shadow ? { ...spec, shadow: true } : spec;
-}
-
-function compileLimitShape(name: string, limit: LimitConfig): LimitSpec | null {
-  const bucket = tokenBucketShape(name, limit);
-  if (bucket) return limit.batch === undefined ? bucket : { ...bucket, batch: limit.batch };
-  return otherShape(name, limit);
-}
-
-/** A token bucket from rate + burst or limit + window; null for anything else. */
-function tokenBucketShape(name: string, limit: LimitConfig): TokenBucketSpec | null {
-  if (limit.unlimited || limit.limit === 0) return null;
-  if (limit.algorithm !== undefined && limit.algorithm !== "token_bucket") return null;
-  if (limit.rate && limit.burst !== undefined) {
-    return {
-      algorithm: "token_bucket",
-      name,
-      burst: limit.burst,
-      intervalMs: limit.rate.periodMs / limit.rate.count,
-    };
-  }
-  if (limit.limit !== undefined && limit.window !== undefined) {
-    return { algorithm: "token_bucket", name, burst: limit.limit, intervalMs: limit.window / limit.limit };
-  }
-  return null;
-}
-
-/** Every other shape: unlimited, limit: 0, the windows, the leaky bucket, concurrency. */
-function otherShape(name: string, limit: LimitConfig): LimitSpec | null {
   if (limit.unlimited) return null;
-  // limit: 0 denies every request. A zero-limit fixed window says exactly that in both stores,
-  // with no special path: nothing is ever consumed and every request is a 429.
-  if (limit.limit === 0) {
-    return { algorithm: "fixed_window", name, limit: 0, windowMs: limit.window ?? DENY_WINDOW_MS };
-  }
-  if (
-    limit.algorithm === "fixed_window" ||
-    limit.algorithm === "sliding_window" ||
-    limit.algorithm === "sliding_window_counter"
-  ) {
-    return { algorithm: limit.algorithm, name, limit: limit.limit!, windowMs: limit.window! };
-  }
-  if (limit.algorithm === "leaky_bucket") {
-    return {
-      algorithm: "leaky_bucket",
-      name,
-      queue: limit.queue!,
-      intervalMs: limit.rate!.periodMs / limit.rate!.count,
-    };
-  }
-  if (limit.algorithm === "concurrency") {
-    return {
-      algorithm: "concurrency",
-      name,
-      maxInFlight: limit.max_in_flight!,
-      leaseMs: limit.lease ?? DEFAULT_LEASE_MS,
-    };
-  }
-  throw new Error(`limit ${name} passed validation without a usable shape`);
+  const spec =
+    limit.limit === 0
+      ? denyEverything(name, limit.window)
+      : ALGORITHMS[limit.algorithm ?? DEFAULT_ALGORITHM].config.compile(name, limit);
+  return limit.shadow ? { ...spec, shadow: true } : spec;
 }
 
 function compileUpstream(name: string, value: Config["upstreams"][string]): CompiledUpstream {

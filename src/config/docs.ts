@@ -5,6 +5,8 @@
 // when the committed file differs from what this produces: the reference cannot go stale.
 
 import { parse as parseYaml } from "yaml";
+import type { LimitKeys } from "../limits/algorithms/algorithm.js";
+import { ALGORITHM_KEYS, ALGORITHMS } from "../limits/algorithms/index.js";
 import { AT_LEAST_ONE, EXACTLY_ONE, NOT_EMPTY } from "./checks.js";
 import { configSchema, limitSchema } from "./schema.js";
 import { formatDuration } from "./units.js";
@@ -37,8 +39,11 @@ type JsonSchema = {
   required?: string[];
 };
 
-/** Keys whose value carries a unit, by their last path segment. */
+/** Keys whose value carries a unit, by their last path segment (a limit's: as its algorithm says). */
 const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
+  ...Object.fromEntries(
+    Object.entries(ALGORITHM_KEYS as LimitKeys).flatMap(([key, d]) => (d.unit ? [[key, d.unit]] : [])),
+  ),
   shutdown_grace: "duration",
   sustained_denial: "duration",
   tunnel_idle_timeout: "duration",
@@ -46,9 +51,7 @@ const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
   connect_timeout: "duration",
   window: "duration",
   cooldown: "duration",
-  lease: "duration",
   clock_tolerance: "duration",
-  rate: "rate",
   max_body: "size",
   error_rate: "percentage",
 };
@@ -79,16 +82,11 @@ const EXAMPLES: Record<string, string> = {
   "clients[].plan": "pro",
   "clients[].tenant": "acme",
   "<limit>.algorithm": "sliding_window",
-  "<limit>.rate": "5/s",
-  "<limit>.burst": "10",
-  "<limit>.limit": "100",
-  "<limit>.window": "1h",
   "<limit>.shadow": "true",
   "<limit>.unlimited": "true",
-  "<limit>.max_in_flight": "2",
-  "<limit>.lease": "60s",
-  "<limit>.queue": "50",
-  "<limit>.batch": "20",
+  ...Object.fromEntries(
+    Object.entries(ALGORITHM_KEYS as LimitKeys).map(([key, d]) => [`<limit>.${key}`, d.example]),
+  ),
   "routes[].name": "generate-video",
   "routes[].match.path": "/v1/generate/video",
   "routes[].match.methods": "[POST]",
@@ -254,7 +252,7 @@ export function configReference(schema: JsonSchema): string {
   };
 
   const walk = (out: Row[], s: JsonSchema, key: string, condition: Condition, defaults: ZodLike) => {
-    const isLimit = s.properties?.algorithm !== undefined && s.properties?.max_in_flight !== undefined;
+    const isLimit = s.properties?.algorithm !== undefined && s.properties?.unlimited !== undefined;
     if (isLimit && !key.startsWith("<limit>")) {
       out.push({
         key,
@@ -356,14 +354,60 @@ ${table(rows)}
 ## A limit
 
 \`plans.<name>.global\`, \`plans.<name>.tenant\` and \`plans.<name>.routes.<route>\` each take a
-limit. Which keys apply depends on \`algorithm\`: \`token_bucket\` takes \`rate\` + \`burst\` or
-\`limit\` + \`window\`; \`sliding_window\`, \`sliding_window_counter\` and \`fixed_window\` take
-\`limit\` + \`window\`; \`leaky_bucket\` takes \`rate\` + \`queue\`; \`concurrency\` takes
-\`max_in_flight\` and \`lease\`. \`unlimited: true\` stands alone; \`limit: 0\` denies every request.
+limit. ${wrap(`Which keys apply depends on \`algorithm\`: ${whatEachTakes()}. \`unlimited: true\` stands alone; \`limit: 0\` denies every request.`)}
 
 ${table(limitRows)}
 `;
 }
 
-/** Limit keys that one algorithm or another requires (checks.ts, checkLimit). */
-const LIMIT_KEYS_BY_ALGORITHM = ["rate", "burst", "limit", "window", "max_in_flight", "queue"];
+/** Limit keys that one algorithm or another requires (their checks ask for them when missing). */
+const LIMIT_KEYS_BY_ALGORITHM = Object.values(ALGORITHMS).flatMap((a) => a.config.needs);
+
+/**
+ * What each algorithm takes, in registry order; algorithms that take the same keys are named
+ * together: "`token_bucket` takes `rate` + `burst` or …; `sliding_window`, … and `fixed_window`
+ * take `limit` + `window`; …".
+ */
+function whatEachTakes(): string {
+  const groups: { names: string[]; takes: string }[] = [];
+  for (const [name, { config }] of Object.entries(ALGORITHMS)) {
+    const last = groups.at(-1);
+    if (last?.takes === config.takes) last.names.push(name);
+    else groups.push({ names: [name], takes: config.takes });
+  }
+  return groups
+    .map(({ names, takes }) => {
+      const quoted = names.map((n) => `\`${n}\``);
+      const list = quoted.length > 1 ? `${quoted.slice(0, -1).join(", ")} and ${quoted.at(-1)}` : quoted[0];
+      return `${list} ${names.length > 1 ? "take" : "takes"} ${takes}`;
+    })
+    .join("; ");
+}
+
+/**
+ * Text as lines of at most 100 characters, the first one `first` characters shorter. A code span
+ * is never split, nor an operand from its `+`.
+ */
+function wrap(text: string, first = 7): string {
+  const words = text.split(" ");
+  const units: string[] = [];
+  let inCode = false;
+  for (const word of words) {
+    const last = units.length - 1;
+    if (last >= 0 && (inCode || word === "+" || units[last]!.endsWith(" +"))) units[last] += ` ${word}`;
+    else units.push(word);
+    if ((word.match(/`/g)?.length ?? 0) % 2 === 1) inCode = !inCode;
+  }
+  const lines: string[] = [];
+  let line = "";
+  let width = 100 - first;
+  for (const unit of units) {
+    if (line && line.length + 1 + unit.length > width) {
+      lines.push(line);
+      line = unit;
+      width = 100;
+    } else line = line ? `${line} ${unit}` : unit;
+  }
+  lines.push(line);
+  return lines.join("\n");
+}

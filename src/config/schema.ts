@@ -3,26 +3,13 @@
 // derived from this file, so they cannot drift apart. What a schema cannot say (names that refer
 // to each other, one of url/cluster/sentinel, …) is checked in checks.ts.
 import { z } from "zod";
-import { parseDuration, parsePercent, parseRate, parseSize } from "./units.js";
-
-function unitScalar<T>(what: string, example: string, parse: (s: string) => T | null) {
-  return z
-    .string({ error: `expected ${what} such as ${example}` })
-    .describe(`${what}, e.g. ${example}`)
-    .transform((text, ctx) => {
-      const value = parse(text);
-      if (value === null) {
-        ctx.addIssue({ code: "custom", message: `"${text}" is not ${what}; write it like ${example}` });
-        return z.NEVER;
-      }
-      return value;
-    });
-}
-
-const duration = () => unitScalar("a duration", "250ms, 5s, 15m, 1h or 1d", parseDuration);
-const rate = () => unitScalar("a rate", "10/s, 100/m, 1000/h or 5000/d", parseRate);
-const size = () => unitScalar("a size", "512kb or 1mb", parseSize);
-const percent = () => unitScalar("a percentage", "50%", parsePercent);
+import {
+  ALGORITHM_KEYS,
+  ALGORITHM_NAMES,
+  type AlgorithmKeys,
+  DEFAULT_ALGORITHM,
+} from "../limits/algorithms/index.js";
+import { duration, percent, size } from "./scalars.js";
 
 const hostPort = () =>
   z
@@ -39,36 +26,48 @@ const failurePolicy = z
     "what to do when the store cannot answer: open forwards, closed answers 503, local decides in-process",
   );
 
-const algorithm = z.enum([
-  "token_bucket",
-  "sliding_window",
-  "sliding_window_counter",
-  "fixed_window",
-  "leaky_bucket",
-  "concurrency",
-]);
+/**
+ * The order a limit's keys are listed in (the reference, "expected one of" hints), as it has
+ * always been; keys of algorithms added later follow it, in registry order.
+ */
+const LIMIT_KEY_ORDER = [
+  "algorithm",
+  "rate",
+  "burst",
+  "limit",
+  "window",
+  "shadow",
+  "unlimited",
+  "max_in_flight",
+  "lease",
+  "queue",
+  "batch",
+];
+
+/** Each key some algorithm takes, by its schema (limits/algorithms/ says which algorithm takes which). */
+const algorithmKeys = Object.fromEntries(
+  Object.entries(ALGORITHM_KEYS).map(([key, definition]) => [key, definition.schema]),
+) as { [K in keyof AlgorithmKeys]: AlgorithmKeys[K]["schema"] };
+
+const limitKeys = {
+  algorithm: z.enum(ALGORITHM_NAMES).optional().describe(`default ${DEFAULT_ALGORITHM}`),
+  ...algorithmKeys,
+  shadow: z.boolean().optional().describe("evaluate and count, never deny"),
+  unlimited: z.boolean().optional().describe("exempt this scope from limiting"),
+};
+
+/** Where a key is listed: its place in LIMIT_KEY_ORDER, or after all of them. */
+const listed = (key: string) => {
+  const at = LIMIT_KEY_ORDER.indexOf(key);
+  return at === -1 ? LIMIT_KEY_ORDER.length : at;
+};
 
 export const limitSchema = z
-  .strictObject({
-    algorithm: algorithm.optional().describe("default token_bucket"),
-    rate: rate().optional().describe("token refill / queue drain rate, e.g. 5/s"),
-    burst: z.number().int().min(0).optional().describe("token bucket capacity"),
-    limit: z.number().int().min(0).optional().describe("requests per window; 0 denies every request"),
-    window: duration().optional().describe("the window `limit` applies to"),
-    shadow: z.boolean().optional().describe("evaluate and count, never deny"),
-    unlimited: z.boolean().optional().describe("exempt this scope from limiting"),
-    max_in_flight: z.number().int().min(1).optional().describe("concurrency: requests in flight at once"),
-    lease: duration()
-      .optional()
-      .describe("concurrency: how long a slot outlives a dead gateway (default 60s)"),
-    queue: z.number().int().min(0).optional().describe("leaky bucket: requests that may wait"),
-    batch: z
-      .number()
-      .int()
-      .min(1)
-      .optional()
-      .describe("token bucket: tokens an instance reserves at a time, for very hot keys"),
-  })
+  .strictObject(
+    Object.fromEntries(
+      Object.entries(limitKeys).sort(([a], [b]) => listed(a) - listed(b)),
+    ) as typeof limitKeys,
+  )
   .describe("one limit");
 
 const upstreamLong = z.strictObject({

@@ -12,14 +12,16 @@ import { ConfigWatcher } from "../config/watch.js";
 import { answerClientError } from "../http/client-error.js";
 import { AuthFailureThrottle } from "../identity/auth-failures.js";
 import { BreakerStore } from "../limits/breaker.js";
-import { Limiter } from "../limits/limiter.js";
-import type { Store } from "../limits/store.js";
+import { createGatewayLimiter } from "../limits/gateway-limiter.js";
+import type { Limiter } from "../limits/limiter.js";
+import type { Store } from "../limits/stores/contract.js";
 import { MemoryStore } from "../limits/stores/memory.js";
-import { RedisStore } from "../limits/stores/redis.js";
+import { RedisStore } from "../limits/stores/redis/store.js";
 import { createLogger } from "../observability/log.js";
 import { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
 import { SustainedDenials } from "../observability/sustained.js";
+import type { Generation } from "../proxy/context.js";
 import { createPipeline } from "../proxy/pipeline.js";
 import { UpstreamPools } from "../proxy/upstreams.js";
 
@@ -168,18 +170,20 @@ function watchedFiles(rt: Runtime): string[] {
   return rt.keyFile === undefined ? [rt.file] : [rt.file, rt.keyFile];
 }
 
-/** Share of each limit one instance grants alone with on_failure: local (SPEC default). */
 /** How long start-up waits for the store before serving with the failure policy. */
 const STARTUP_STORE_WAIT_MS = 1000;
 
 export class Gateway {
   readonly logger: Logger;
   readonly metrics = new Metrics();
-  private runtime: Runtime;
+  /**
+   * The runtime and the limiter built for it, swapped whole by one assignment on reload: a
+   * request reads it once and keeps it to its end, so it never sees one half of a reload.
+   */
+  private generation: Generation<Limiter>;
   private readonly store: Store;
   /** Store failures in an operator's words, with the cause of the last failed connection. */
   private readonly storeErrors: StoreErrors;
-  private limiter: Limiter;
   private readonly pools = new UpstreamPools();
   private readonly inFlight = { count: 0 };
   private proxyServer: Server | undefined;
@@ -192,13 +196,12 @@ export class Gateway {
   private onReload: ((result: ReloadResult) => void) | undefined;
 
   private constructor(runtime: Runtime, logger: Logger, env: Readonly<Record<string, string | undefined>>) {
-    this.runtime = runtime;
     this.env = env;
     this.logger = logger;
     // The store's address cannot change without a restart (config/restart.ts).
     this.storeErrors = new StoreErrors(storeAddress(runtime.store));
     this.store = createStore(runtime, logger, this.metrics, this.storeErrors);
-    this.limiter = this.newLimiter(runtime);
+    this.generation = Object.freeze({ runtime, limiter: this.newLimiter(runtime) });
   }
 
   /** Loads the config (throwing ConfigError with every problem) and starts both listeners. */
@@ -235,13 +238,14 @@ export class Gateway {
   private readonly localStore = new MemoryStore({ maxKeys: LOCAL_FALLBACK_MAX_KEYS });
 
   private newLimiter(rt: Runtime): Limiter {
-    return new Limiter(
-      this.store,
-      rt.store.prefix,
-      { store: this.localStore, fraction: rt.config.store.local_fraction },
+    return createGatewayLimiter({
+      store: this.store,
+      prefix: rt.store.prefix,
+      // Each limit's local share (store.local_fraction) is compiled into the runtime's plans.
+      local: this.localStore,
       // In-process state needs no cache in front of it; a shared store does.
-      { denyCache: this.store.kind === "redis" },
-    );
+      denyCache: this.store.kind === "redis",
+    });
   }
 
   /**
@@ -253,7 +257,7 @@ export class Gateway {
     // One reload at a time: a SIGHUP during a watch-triggered reload waits for it, then runs.
     const run = async (): Promise<ReloadResult> => {
       // Parsed and validated on a worker thread: a large file must not stop the traffic.
-      const loaded = await loadConfigFileOffThread(this.runtime.file, this.env);
+      const loaded = await loadConfigFileOffThread(this.generation.runtime.file, this.env);
       if (!loaded.ok) {
         this.metrics.configReloads.labels("error").inc();
         this.logger.error(
@@ -266,13 +270,13 @@ export class Gateway {
         );
         return { ok: false, problems: loaded.problems };
       }
-      if (loaded.version === this.runtime.version) {
+      if (loaded.version === this.generation.runtime.version) {
         // Said and counted, so a SIGHUP that changed nothing is told from one that was lost.
         this.metrics.configReloads.labels("unchanged").inc();
         this.logger.info({ trigger, config_version: loaded.version }, "config unchanged");
         return { ok: true, version: loaded.version, changed: false, restartRequired: [] };
       }
-      const split = splitRestartOnly(this.runtime.config, loaded.config);
+      const split = splitRestartOnly(this.generation.runtime.config, loaded.config);
       const next = compileRuntime(split.config, {
         file: loaded.file,
         version: loaded.version,
@@ -281,9 +285,10 @@ export class Gateway {
       });
       // The new config may name another key file: watch what it is made of now.
       this.watcher?.watch(watchedFiles(next));
-      this.runtime = next;
-      const previous = this.limiter;
-      this.limiter = this.newLimiter(next);
+      const previous = this.generation.limiter;
+      this.generation = Object.freeze({ runtime: next, limiter: this.newLimiter(next) });
+      // Requests in flight keep the previous limiter to their end (post-charges included);
+      // closing it only flushes its pending denial records and stops its timer.
       void previous.close();
       this.pools.retain(next.upstreams);
       this.logger.level = next.config.log.level;
@@ -337,11 +342,11 @@ export class Gateway {
         ),
       WATCH_DEBOUNCE_MS,
     );
-    this.watcher.watch(watchedFiles(this.runtime));
+    this.watcher.watch(watchedFiles(this.generation.runtime));
   }
 
   get currentRuntime(): Runtime {
-    return this.runtime;
+    return this.generation.runtime;
   }
 
   get currentStore(): Store {
@@ -352,14 +357,14 @@ export class Gateway {
   /** Invalid credentials per client IP; outlives reloads like the local fallback. */
   private readonly authFailures = new AuthFailureThrottle();
   /** Callers denied without pause; the threshold is read from the current config each time. */
-  private readonly sustained = new SustainedDenials(() => this.runtime.config.sustained_denial, {
+  private readonly sustained = new SustainedDenials(() => this.generation.runtime.config.sustained_denial, {
     // The log may name the caller; the metric only counts.
     onSustained: (caller, sinceMs) =>
       this.logger.warn(
         {
           caller,
           denied_since: new Date(sinceMs).toISOString(),
-          sustained_denial_ms: this.runtime.config.sustained_denial,
+          sustained_denial_ms: this.generation.runtime.config.sustained_denial,
         },
         "caller denied without pause: probably retrying without backoff",
       ),
@@ -374,8 +379,7 @@ export class Gateway {
   ): Promise<void> {
     if (role !== "primary") {
       const pipeline = createPipeline({
-        runtime: () => this.runtime,
-        limiter: () => this.limiter,
+        generation: () => this.generation,
         pools: this.pools,
         metrics: this.metrics,
         logger: this.logger,
@@ -394,9 +398,9 @@ export class Gateway {
     }
     if (role !== "worker") {
       const admin = createAdminHandler({
-        runtime: () => this.runtime,
+        runtime: () => this.generation.runtime,
         store: () => this.store,
-        limiter: () => this.limiter,
+        limiter: () => this.generation.limiter,
         metrics: this.metrics,
         metricsText,
         reload: () => this.reload("admin"),
@@ -406,9 +410,10 @@ export class Gateway {
       this.adminServer = createServer((req, res) => void admin(req, res));
     }
     try {
-      if (this.proxyServer) this.proxyAddress = await listen(this.proxyServer, this.runtime.config.listen);
+      if (this.proxyServer)
+        this.proxyAddress = await listen(this.proxyServer, this.generation.runtime.config.listen);
       if (this.adminServer)
-        this.adminAddress = await listen(this.adminServer, this.runtime.config.admin.listen);
+        this.adminAddress = await listen(this.adminServer, this.generation.runtime.config.admin.listen);
     } catch (err) {
       this.proxyServer?.close();
       this.adminServer?.close();
@@ -420,10 +425,10 @@ export class Gateway {
         proxy: this.proxyAddress ? urlOf(this.proxyAddress) : undefined,
         admin: this.adminAddress ? urlOf(this.adminAddress) : undefined,
         store: this.store.kind,
-        ...targetsOf(this.runtime),
-        config: this.runtime.file,
-        config_version: this.runtime.version,
-        routes: this.runtime.routeList.length,
+        ...targetsOf(this.generation.runtime),
+        config: this.generation.runtime.file,
+        config_version: this.generation.runtime.version,
+        routes: this.generation.runtime.routeList.length,
         pid: process.pid,
       },
       // With workers, the primary says "tollgate listening" once all of them are.
@@ -435,7 +440,7 @@ export class Gateway {
    * Stops accepting, lets requests in flight finish for up to `graceMs`, then closes everything.
    * Resolves with the number of requests that had to be cut.
    */
-  async stop(graceMs = this.runtime.config.shutdown_grace): Promise<number> {
+  async stop(graceMs = this.generation.runtime.config.shutdown_grace): Promise<number> {
     const proxy = this.proxyServer;
     const admin = this.adminServer;
     this.watcher?.close();
@@ -463,7 +468,7 @@ export class Gateway {
       await this.pools.close();
     }
     admin?.closeAllConnections();
-    await this.limiter.close();
+    await this.generation.limiter.close();
     await this.store.close();
     await this.localStore.close();
     this.logger.info({ cut }, "tollgate stopped");

@@ -1,4 +1,6 @@
-// application/problem+json (RFC 9457) for every error the gateway itself answers.
+// application/problem+json (RFC 9457) for every error the gateway and its admin API answer: one
+// table, one type URI per code. Operators and clients match on `type`, so a URI never changes
+// once published; `detail` is per request and for people.
 import type { ServerResponse } from "node:http";
 
 export interface Problem {
@@ -9,35 +11,62 @@ export interface Problem {
   [extension: string]: unknown;
 }
 
-const BASE = "https://tollgate.dev/problems/";
+const OWN = "https://tollgate.dev/problems/";
+/** RFC 9457's registry: the two kinds a rate limiter answers that clients already know. */
+const IANA = "https://iana.org/assignments/http-problem-types#";
 
-/** The gateway's own errors: a stable code, the status, a title. Details are per request. */
+/** Every problem type: a stable code, its status, its title and its type URI. */
 export const PROBLEMS = {
-  bad_path: { status: 400, title: "Bad Request" },
-  /** A request every hop might read differently: framing, Host, duplicate singleton fields. */
-  bad_request: { status: 400, title: "Bad Request" },
-  unauthorized: { status: 401, title: "Unauthorized" },
-  caller_denied: { status: 403, title: "Forbidden" },
-  no_route: { status: 404, title: "Not Found" },
-  method_not_allowed: { status: 405, title: "Method Not Allowed" },
-  request_timeout: { status: 408, title: "Request Timeout" },
-  body_too_large: { status: 413, title: "Content Too Large" },
-  headers_too_large: { status: 431, title: "Request Header Fields Too Large" },
-  internal_error: { status: 500, title: "Internal Server Error" },
-  upstream_unreachable: { status: 502, title: "Bad Gateway" },
-  upstream_timeout: { status: 504, title: "Gateway Timeout" },
-} as const;
+  /** A path that cannot be normalised (bad escapes, `..` above the root, …): only that. */
+  bad_path: { status: 400, title: "Bad Request", type: `${OWN}bad-path` },
+  /**
+   * A request every hop might read differently (framing, no or two Host, two Authorization,
+   * invalid HTTP), or a connection without a usable peer address.
+   */
+  bad_request: { status: 400, title: "Bad Request", type: `${OWN}bad-request` },
+  unauthorized: { status: 401, title: "Unauthorized", type: `${OWN}unauthorized` },
+  caller_denied: { status: 403, title: "Forbidden", type: `${OWN}caller-denied` },
+  no_route: { status: 404, title: "Not Found", type: `${OWN}no-route` },
+  method_not_allowed: { status: 405, title: "Method Not Allowed", type: `${OWN}method-not-allowed` },
+  request_timeout: { status: 408, title: "Request Timeout", type: `${OWN}request-timeout` },
+  body_too_large: { status: 413, title: "Content Too Large", type: `${OWN}body-too-large` },
+  /** A limit denied the request, or its address sent too many bad credentials. */
+  quota_exceeded: { status: 429, title: "Too Many Requests", type: `${IANA}quota-exceeded` },
+  headers_too_large: {
+    status: 431,
+    title: "Request Header Fields Too Large",
+    type: `${OWN}headers-too-large`,
+  },
+  internal_error: { status: 500, title: "Internal Server Error", type: `${OWN}internal-error` },
+  upstream_unreachable: { status: 502, title: "Bad Gateway", type: `${OWN}upstream-unreachable` },
+  /** The limit store cannot decide and the route fails closed. */
+  temporary_reduced_capacity: {
+    status: 503,
+    title: "Service Unavailable",
+    type: `${IANA}temporary-reduced-capacity`,
+  },
+  upstream_timeout: { status: 504, title: "Gateway Timeout", type: `${OWN}upstream-timeout` },
+
+  // The admin API's own (its 401, 405 and 500 are the gateway's above).
+  /** `/admin/*` without admin.token configured. */
+  admin_disabled: { status: 404, title: "Not Found", type: `${OWN}admin-disabled` },
+  no_endpoint: { status: 404, title: "Not Found", type: `${OWN}no-endpoint` },
+  /** An operator named a caller the admin API cannot read (`client:<id>`, `tenant:<id>`, `ip:<address>`). */
+  bad_caller: { status: 400, title: "Bad Request", type: `${OWN}bad-caller` },
+  /** A well-formed caller with no limits to show (unknown client, no plan, no tenant limit). */
+  unknown_caller: { status: 404, title: "Not Found", type: `${OWN}unknown-caller` },
+  /** POST /admin/reload refused the file; the previous config keeps serving. */
+  config_refused: { status: 400, title: "Bad Request", type: `${OWN}config-refused` },
+  /** An admin read or reset met a store that is down or refusing. */
+  store_unavailable: { status: 503, title: "Service Unavailable", type: `${OWN}store-unavailable` },
+} as const satisfies Record<string, { status: number; title: string; type: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;
 
 export function problemFor(code: ProblemCode, detail: string): Problem {
   const p = PROBLEMS[code];
-  return { type: BASE + code.replace(/_/g, "-"), title: p.title, status: p.status, detail };
+  return { type: p.type, title: p.title, status: p.status, detail };
 }
-
-export const QUOTA_EXCEEDED = "https://iana.org/assignments/http-problem-types#quota-exceeded";
-export const TEMPORARY_REDUCED_CAPACITY =
-  "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 
 export function sendProblem(
   res: ServerResponse,

@@ -1,6 +1,5 @@
 // The rate-limit headers of each style (SPEC §3), from the limits that applied to a request.
-import type { AppliedLimit } from "../limits/limiter.js";
-import { quota, windowSeconds } from "../limits/spec.js";
+import type { AppliedLimit } from "../limits/decision.js";
 
 export interface HeaderStyles {
   draft: boolean;
@@ -42,20 +41,20 @@ export function rateLimitHeaders(
   const top = mostRestrictive(applied);
   if (!top) return out;
   if (styles.draft) {
-    out["ratelimit-limit"] = String(quota(top.spec));
+    out["ratelimit-limit"] = String(top.limit.quota);
     out["ratelimit-remaining"] = String(top.outcome.remaining);
     out["ratelimit-reset"] = String(ceilSeconds(top.outcome.resetMs));
   }
   if (styles.ietf) {
     out["ratelimit-policy"] = applied
-      .map((a) => `"${a.spec.name}";q=${quota(a.spec)};w=${windowSeconds(a.spec)}`)
+      .map((a) => `"${a.spec.name}";q=${a.limit.quota};w=${a.limit.windowSeconds}`)
       .join(", ");
     out["ratelimit"] = applied
       .map((a) => `"${a.spec.name}";r=${a.outcome.remaining};t=${ceilSeconds(a.outcome.resetMs)}`)
       .join(", ");
   }
   if (styles.legacy) {
-    out["x-ratelimit-limit"] = String(quota(top.spec));
+    out["x-ratelimit-limit"] = String(top.limit.quota);
     out["x-ratelimit-remaining"] = String(top.outcome.remaining);
     out["x-ratelimit-reset"] = String(Math.ceil((nowMs + top.outcome.resetMs) / 1000));
   }

@@ -5,8 +5,17 @@
 // In a Redis Cluster each master has a breaker of its own: a lost shard opens its breaker
 // only, and the callers of the other shards keep their exact limits.
 import CircuitBreaker from "opossum";
+import { BreakerOpenError } from "../errors.js";
 import type { LimitCheck, StoreDecision } from "./spec.js";
-import type { ChargedLimit, Denial, DenialBatch, DenialRecord, Lease, Store } from "./store.js";
+import type {
+  AtOptions,
+  ChargedLimit,
+  CheckOptions,
+  Denial,
+  DenialBatch,
+  Lease,
+  Store,
+} from "./stores/contract.js";
 
 export interface BreakerOptions {
   /** Share of failed checks (0..1) within `windowMs` that opens the breaker. */
@@ -28,13 +37,6 @@ export const DEFAULT_BREAKER: BreakerOptions = {
 /** 0 closed, 1 half-open, 2 open: the values of tollgate_breaker_state. */
 export type BreakerState = 0 | 1 | 2;
 
-export class BreakerOpenError extends Error {
-  constructor() {
-    super("the limit store's circuit breaker is open");
-    this.name = "BreakerOpenError";
-  }
-}
-
 /** A transition of one shard's breaker ("" on a single store), and the state it leaves overall. */
 export interface BreakerChange {
   shard: string;
@@ -43,10 +45,7 @@ export interface BreakerChange {
   overall: BreakerState;
 }
 
-type StoreBreaker = CircuitBreaker<
-  [readonly LimitCheck[], number | undefined, DenialRecord | undefined],
-  StoreDecision
->;
+type StoreBreaker = CircuitBreaker<[readonly LimitCheck[], CheckOptions | undefined], StoreDecision>;
 
 interface Shard {
   breaker: StoreBreaker;
@@ -79,8 +78,8 @@ export class BreakerStore implements Store {
     if (this.shards.size >= MAX_SHARDS) this.forgetOneShard();
     const { inner, options } = this;
     const breaker: StoreBreaker = new CircuitBreaker(
-      (checks: readonly LimitCheck[], nowMs: number | undefined, record: DenialRecord | undefined) =>
-        inner.check(checks, nowMs, record),
+      (checks: readonly LimitCheck[], checkOptions: CheckOptions | undefined) =>
+        inner.check(checks, checkOptions),
       {
         // The store bounds every check itself (store.timeout); a second timer here would only
         // race it.
@@ -145,17 +144,17 @@ export class BreakerStore implements Store {
     return this.inner.shardOf?.(checks) ?? "";
   }
 
-  check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision> {
+  check(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
     const { breaker } = this.shard(this.shardOf(checks));
-    return breaker.fire(checks, nowMs, record).catch((err: unknown) => {
+    return breaker.fire(checks, options).catch((err: unknown) => {
       throw (err as { code?: string }).code === "EOPENBREAKER" ? new BreakerOpenError() : err;
     });
   }
 
   /** A post-charge is bookkeeping after the fact: not counted by the breaker, but refused while it is open. */
-  charge(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
+  charge(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
     if (this.stateFor(checks) === 2) return Promise.reject(new BreakerOpenError());
-    return this.inner.charge(checks, nowMs);
+    return this.inner.charge(checks, options);
   }
 
   /**
@@ -166,14 +165,14 @@ export class BreakerStore implements Store {
     return this.inner.release(leases);
   }
 
-  renew(leases: readonly Lease[], nowMs?: number): Promise<void> {
-    return this.inner.renew(leases, nowMs);
+  renew(leases: readonly Lease[], options?: AtOptions): Promise<void> {
+    return this.inner.renew(leases, options);
   }
 
   // The admin API's reads and resets go straight to the store: an operator asking is not
   // traffic, and should see the store's own error rather than the breaker's.
-  peek(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
-    return this.inner.peek(checks, nowMs);
+  peek(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
+    return this.inner.peek(checks, options);
   }
 
   denials(logKey: string): Promise<Denial[]> {

@@ -7,84 +7,35 @@ import { checkLimit } from "../config/checks.js";
 import { compileLimit } from "../config/compile.js";
 import { suggest } from "../config/problems.js";
 import { limitSchema } from "../config/schema.js";
-import { LimitDefinitionError, StoreUnavailableError, UnknownLimitError } from "../errors.js";
-import { classifyStoreError, holdLeases, keyPart, leaseOf, nextLeaseId } from "./limiter.js";
+import {
+  LimitDefinitionError,
+  StoreUnavailableError,
+  storeFailureReason,
+  UnknownLimitError,
+} from "../errors.js";
+import type { DurationString, LimitCommon } from "./algorithms/algorithm.js";
+import { type AlgorithmLimitDefinition, isRateLimit } from "./algorithms/index.js";
+import { libraryLimitKey } from "./keys.js";
+import { holdLeases, leaseOf, nextLeaseId } from "./leases.js";
 import { type LimitCheck, type LimitSpec, quota, type StoreDecision } from "./spec.js";
-import type { Store } from "./store.js";
+import type { LimitStore } from "./stores/contract.js";
 
-/** A rate: units per second, minute, hour or day, e.g. `"5/s"`, `"100/m"`, `"1000/h"`, `"5000/d"`. */
-export type RateString = `${number}/${"s" | "m" | "h" | "d"}`;
-/** A duration, e.g. `"250ms"`, `"5s"`, `"15m"`, `"1h"`, `"1d"`. */
-export type DurationString = `${number}${"ms" | "s" | "m" | "h" | "d"}`;
-
-interface LimitCommon {
-  /** Evaluate and count, never deny (roll a new limit out, watch it, then drop `shadow`). */
-  shadow?: boolean;
-}
-
-/** Token bucket (the default algorithm): a burst of `burst`, refilled at `rate`. */
-export interface TokenBucketLimit extends LimitCommon {
-  algorithm?: "token_bucket";
-  /** Refill rate, e.g. `"5/s"`. */
-  rate: RateString;
-  /** Bucket capacity: how many may pass at once (at least 1). */
-  burst: number;
-  /** Tokens reserved at a time from the store, for very hot keys (at least 2, at most `burst`). */
-  batch?: number;
-}
-
-/** Token bucket written as a quota: a burst of `limit`, refilled evenly over `window`. */
-export interface TokenBucketQuotaLimit extends LimitCommon {
-  algorithm?: "token_bucket";
-  /** Requests per window (0 denies every request). */
-  limit: number;
-  /** The window `limit` is refilled over, e.g. `"1h"`. */
-  window: DurationString;
-  /** Tokens reserved at a time from the store, for very hot keys (at least 2, at most `limit`). */
-  batch?: number;
-}
-
-/**
- * At most `limit` per `window`: `sliding_window` exactly (memory grows with `limit`),
- * `sliding_window_counter` approximately in O(1), `fixed_window` per clock-aligned window.
- */
-export interface WindowLimit extends LimitCommon {
-  algorithm: "sliding_window" | "sliding_window_counter" | "fixed_window";
-  /** Requests per window (0 denies every request). */
-  limit: number;
-  /** e.g. `"15m"`. */
-  window: DurationString;
-}
+// Each algorithm's definition shapes are its own (algorithms/); the library names them here.
+export type { DurationString, RateString } from "./algorithms/algorithm.js";
+export type {
+  ConcurrencyLimit,
+  LeakyBucketLimit,
+  TokenBucketLimit,
+  TokenBucketQuotaLimit,
+  WindowLimit,
+} from "./algorithms/index.js";
 
 /** `limit: 0`: every check is denied; no window needed. */
 export interface DenyAllLimit extends LimitCommon {
-  algorithm?: "token_bucket" | "sliding_window" | "sliding_window_counter" | "fixed_window";
+  /** Any algorithm that takes `limit`. */
+  algorithm?: Extract<AlgorithmLimitDefinition, { limit: number }>["algorithm"];
   limit: 0;
   window?: DurationString;
-}
-
-/**
- * Leaky bucket: one unit leaves every `1/rate`; up to `queue` more may wait. An allowed
- * decision's `delayMs` is how long to wait before doing the work.
- */
-export interface LeakyBucketLimit extends LimitCommon {
-  algorithm: "leaky_bucket";
-  /** How fast the queue drains, e.g. `"10/s"`. */
-  rate: RateString;
-  /** How many may wait for their slot. */
-  queue: number;
-}
-
-/**
- * At most `max_in_flight` at once per key, across every process sharing the store. An allowed
- * decision holds a slot until its `release()` (or until `lease` passes without renewal).
- */
-export interface ConcurrencyLimit extends LimitCommon {
-  algorithm: "concurrency";
-  /** Slots per key (at least 1). */
-  max_in_flight: number;
-  /** How long a slot outlives a process that died holding it (default `"60s"`). */
-  lease?: DurationString;
 }
 
 /** Never limited: checks always allow it (a placeholder in a table of limits). */
@@ -93,14 +44,7 @@ export interface UnlimitedLimit {
 }
 
 /** One limit, in the shapes of the YAML's limits, one per algorithm. */
-export type LimitDefinition =
-  | TokenBucketLimit
-  | TokenBucketQuotaLimit
-  | WindowLimit
-  | DenyAllLimit
-  | LeakyBucketLimit
-  | ConcurrencyLimit
-  | UnlimitedLimit;
+export type LimitDefinition = AlgorithmLimitDefinition | DenyAllLimit | UnlimitedLimit;
 
 // The type above must stay a shape the schema accepts: a definition that type-checks parses.
 type SchemaInput = z.input<typeof limitSchema>;
@@ -190,7 +134,7 @@ export type LimiterDecision =
 
 export interface CreateLimiterOptions {
   /** A MemoryStore (one process) or a RedisStore (shared); the caller closes it when done. */
-  store: Store;
+  store: LimitStore;
   /** Limits by name; the name appears in decisions and store keys. */
   limits: Record<string, LimitDefinition>;
   /** Key prefix in the store (default "tollgate:"). */
@@ -225,7 +169,7 @@ export function createLimiter(options: CreateLimiterOptions): Limiter {
     if (spec) specs.set(name, spec);
   }
   const defined = Object.keys(options.limits);
-  const unavailable = (err: unknown) => new StoreUnavailableError(classifyStoreError(err), err);
+  const unavailable = (err: unknown) => new StoreUnavailableError(storeFailureReason(err), err);
 
   return {
     async check(key, checkOptions = {}) {
@@ -238,9 +182,9 @@ export function createLimiter(options: CreateLimiterOptions): Limiter {
           if (defined.includes(name)) continue; // unlimited: true
           throw new UnknownLimitError(name, suggest(name, defined));
         }
-        const limitKey = `${prefix}{${keyPart(key)}}:${name}`;
+        const limitKey = libraryLimitKey(prefix, key, name);
         checks.push(
-          spec.algorithm === "concurrency"
+          !isRateLimit(spec)
             ? { key: limitKey, spec, cost, leaseId: nextLeaseId() }
             : { key: limitKey, spec, cost },
         );

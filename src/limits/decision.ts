@@ -1,6 +1,6 @@
 // What the limiter answers for one request: the contract between limits/ and proxy/.
 import type { StoreUnavailableReason } from "../errors.js";
-import type { CompiledLimit } from "./plan.js";
+import type { LimitFacts } from "./plan.js";
 import type { LimitCheck, LimitOutcome, LimitSpec } from "./spec.js";
 
 /** Why the store gave no decision: the labels of tollgate_store_errors_total. */
@@ -8,9 +8,12 @@ export type DegradedReason = StoreUnavailableReason;
 
 /** One limit of a request and what the store said about it. */
 export interface AppliedLimit {
-  /** The compiled limit: its description, quota and window for the response. */
-  limit: CompiledLimit;
-  /** The spec that decided: `limit.spec`, or its local share under on_failure: local. */
+  /**
+   * What decided, as compiled: the limit, or its local share when the in-process fallback decided
+   * (on_failure: local). Its description, quota and window are what the response says.
+   */
+  limit: LimitFacts;
+  /** `limit.spec`. */
   spec: LimitSpec;
   outcome: LimitOutcome;
 }

@@ -17,7 +17,20 @@
 //  - The exception is an operator's reset (DELETE /admin/callers/...): the instance that serves
 //    it forgets the caller's entries at once; other instances keep denying until T, at most the
 //    retry-after they already sent the caller.
-import type { LimitCheck, LimitOutcome } from "./spec.js";
+//
+// DenyCacheStore puts the cache in front of a store as a decorator (like the breaker): known
+// denials are answered with `local: true` and queued to the store's denial log; the store's own
+// denials are remembered.
+import { DenialQueue } from "./denials.js";
+import type { LimitCheck, LimitOutcome, StoreDecision } from "./spec.js";
+import type {
+  AtOptions,
+  ChargedLimit,
+  CheckOptions,
+  DenialLog,
+  Lease,
+  LimitStore,
+} from "./stores/contract.js";
 
 interface Entry {
   untilMs: number;
@@ -95,5 +108,91 @@ export class DenyCache {
   /** Forgets the given keys (an operator reset them). */
   forget(keys: Iterable<string>): void {
     for (const key of keys) this.entries.delete(key);
+  }
+}
+
+/**
+ * What a local denial reports for the limits it did not deny: nothing is known of them (the store
+ * was not asked). A decision with `local: true` is read by its denied outcomes only.
+ */
+const NOT_DENIED: LimitOutcome = Object.freeze({ allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0 });
+
+export interface DenyCacheStoreOptions {
+  /** This instance's clock: when a check is sent. */
+  now: () => number;
+  maxEntries?: number;
+}
+
+export class DenyCacheStore implements LimitStore {
+  readonly kind: LimitStore["kind"];
+  private readonly cache: DenyCache;
+  private readonly queue: DenialQueue;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly inner: LimitStore & DenialLog,
+    options: DenyCacheStoreOptions,
+  ) {
+    this.kind = inner.kind;
+    this.now = options.now;
+    this.cache = new DenyCache(options.maxEntries);
+    this.queue = new DenialQueue(inner);
+  }
+
+  async check(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
+    const sentAtMs = options?.nowMs ?? this.now();
+    const known = this.cache.check(checks, sentAtMs);
+    if (known) return this.deniedLocally(checks, known, sentAtMs, options);
+    const decision = await this.inner.check(checks, options);
+    if (!decision.allowed) this.cache.remember(checks, decision.outcomes, sentAtMs);
+    return decision;
+  }
+
+  /** Answered now; recorded in the caller's log at the next flush. */
+  private deniedLocally(
+    checks: readonly LimitCheck[],
+    known: LocalDenial,
+    nowMs: number,
+    options: CheckOptions | undefined,
+  ): StoreDecision {
+    const outcomes: LimitOutcome[] = checks.map(() => NOT_DENIED);
+    const limits: string[] = [];
+    for (const v of known.violated) {
+      outcomes[v.index] = v.outcome;
+      limits.push(checks[v.index]!.spec.name);
+    }
+    if (options?.denial) this.queue.add(options.denial, nowMs, limits);
+    return { allowed: false, outcomes, local: true };
+  }
+
+  /** Writes the denials decided here since the last flush (the admin API calls it before reading). */
+  flushDenials(): Promise<void> {
+    return this.queue.flush();
+  }
+
+  /** Forgets what the cache knows of these keys (an operator reset them). */
+  forget(keys: Iterable<string>): void {
+    this.cache.forget(keys);
+  }
+
+  /** Stops the flush timer after a last flush. */
+  close(): Promise<void> {
+    return this.queue.close();
+  }
+
+  shardOf(checks: readonly LimitCheck[]): string {
+    return this.inner.shardOf?.(checks) ?? "";
+  }
+
+  charge(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
+    return this.inner.charge(checks, options);
+  }
+
+  release(leases: readonly Lease[]): Promise<void> {
+    return this.inner.release(leases);
+  }
+
+  renew(leases: readonly Lease[], options?: AtOptions): Promise<void> {
+    return this.inner.renew(leases, options);
   }
 }

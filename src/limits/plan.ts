@@ -8,12 +8,8 @@ export type LimitScope = "caller" | "tenant" | "ip";
 /** What happens to a request when the store cannot decide (store.on_failure, route on_failure). */
 export type FailurePolicy = "open" | "closed" | "local";
 
-/**
- * One limit as requests use it: the store's spec, and what answering about it needs, computed at
- * compile time (a 429's wording, the quota in the headers, the share one instance enforces alone
- * while the store is away).
- */
-export interface CompiledLimit {
+/** A spec and what answering about it needs, computed at compile time, never per request. */
+export interface LimitFacts {
   readonly spec: LimitSpec;
   /** How a 429 describes it: `"free.search" allows 10 requests per 1m`. */
   readonly description: string;
@@ -21,8 +17,14 @@ export interface CompiledLimit {
   readonly quota: number;
   /** Window clients are told about (RateLimit-Policy w=), in whole seconds. */
   readonly windowSeconds: number;
-  /** The spec this instance enforces alone under `on_failure: local` (store.local_fraction). */
-  readonly local: LimitSpec;
+}
+
+/**
+ * One limit as requests use it: its facts, and the same facts of the share one instance enforces
+ * alone while the store is away (`on_failure: local`, store.local_fraction).
+ */
+export interface CompiledLimit extends LimitFacts {
+  readonly local: LimitFacts;
 }
 
 /** A limit of a plan for one route: which state it keys on. */

@@ -2,9 +2,13 @@
 // text ("Stream isn't writeable and enableOfflineQueue options is false") names its options,
 // not the problem, so it never reaches /readyz or an admin answer; neither do credentials (the
 // address is host:port, read from the URL without its user and password).
-import { StoreUnavailableError } from "../errors.js";
-import { BreakerOpenError } from "../limits/breaker.js";
-import { StoreReplyError, StoreTimeoutError } from "../limits/stores/redis.js";
+import {
+  BreakerOpenError,
+  StoreConnectionError,
+  StoreReplyError,
+  StoreTimeoutError,
+  StoreUnavailableError,
+} from "../errors.js";
 
 /** host:port of a redis:// URL (or a bare host:port), without user or password. */
 export function hostPort(address: string, defaultPort = 6379): string {
@@ -103,6 +107,10 @@ export class StoreErrors {
   describe(err: unknown): string {
     const at = this.address;
     if (err instanceof StoreUnavailableError) return this.describe(err.cause);
+    // The Redis adapter wraps its client's errors (a LOADING reply, a broken socket): the
+    // client's own error says more to an operator than the wrapper.
+    if ((err instanceof StoreConnectionError || err instanceof StoreReplyError) && err.cause !== undefined)
+      return this.describe(err.cause);
     if (err instanceof StoreTimeoutError) return `limit store at ${at} did not answer within ${err.ms} ms`;
     if (err instanceof BreakerOpenError)
       return `limit store at ${at} is not asked: its circuit breaker is open after failed checks`;

@@ -8,8 +8,8 @@ import { type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { CompiledUpstream } from "../config/compile.js";
 import { problemFor, sendProblem } from "../http/problem.js";
-import { classifyUpstreamError, type ForwardResult, upstreamProblem } from "./forward.js";
 import { clientResponseHeaders, writeUpstreamHead } from "./headers.js";
+import { classifyUpstreamError, type ForwardHandler, type ForwardResult, upstreamProblem } from "./stream.js";
 import type { Handshake } from "./upgrade.js";
 
 /** After one side sends FIN, how long the other may take to finish before both are closed. */
@@ -32,8 +32,8 @@ export interface TunnelRequest {
   open: Set<Socket>;
   /** A tunnel with no bytes either way for this long is closed. */
   idleTimeoutMs: number;
-  /** Called once: when the handshake fails, or when the tunnel has closed. */
-  onDone: (result: ForwardResult) => void;
+  /** Its onDone is called once: when the handshake fails, or when the tunnel has closed. */
+  handler: ForwardHandler;
 }
 
 export function tunnel(t: TunnelRequest): void {
@@ -42,7 +42,7 @@ export function tunnel(t: TunnelRequest): void {
   const finish = (result: ForwardResult) => {
     if (done) return;
     done = true;
-    t.onDone(result);
+    t.handler.onDone(result);
   };
   const headers: Record<string, string | string[]> = {};
   for (let i = 0; i < t.headers.length; i += 2) {

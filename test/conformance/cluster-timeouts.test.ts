@@ -2,8 +2,9 @@
 // later slot gives no decision (its master hung), the request is answered without the store's
 // decision, so what the earlier slot took is given back (issue 13, item 5).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { StoreTimeoutError } from "../../src/errors.js";
 import type { LimitCheck, WindowSpec } from "../../src/limits/spec.js";
-import { RedisStore, StoreTimeoutError } from "../../src/limits/stores/redis.js";
+import { RedisStore } from "../../src/limits/stores/redis/store.js";
 import { type RedisClusterProcess, startRedisCluster } from "../support/redis-cluster.js";
 import { freshKey } from "./suite.js";
 

@@ -4,7 +4,7 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TokenBucketSpec } from "../../src/limits/spec.js";
-import { RedisStore } from "../../src/limits/stores/redis.js";
+import { RedisStore } from "../../src/limits/stores/redis/store.js";
 import { type RedisClusterProcess, startRedisCluster } from "../support/redis-cluster.js";
 import { freshKey, storeConformance } from "./suite.js";
 
@@ -86,8 +86,13 @@ describe("Redis Cluster specifics", () => {
       // A check that also names the caller's denial log (as the gateway's do) has one key on
       // the target and one nowhere yet: Redis answers TRYAGAIN until the slot has moved, and
       // ioredis retries it within the store's deadline.
-      const record = { logKey: key.replace(/:[^:]*$/, ":denials"), topKey: "t", text: "client:x\tr\tc.tb" };
-      const retried = store.check([{ key, spec: five, cost: 1 }], undefined, record);
+      const denial = {
+        logKey: key.replace(/:[^:]*$/, ":denials"),
+        topKey: "t",
+        caller: "client:x",
+        route: "r",
+      };
+      const retried = store.check([{ key, spec: five, cost: 1 }], { denial });
       let settled = false;
       void retried.finally(() => {
         settled = true;
@@ -124,5 +129,25 @@ describe("Redis Cluster specifics", () => {
     const denied = await store.check(both);
     expect(denied.allowed).toBe(false);
     expect(denied.outcomes[1]!.allowed).toBe(false);
+  });
+
+  it("a request over two hash tags records its denial with the names of the limits that denied", async () => {
+    const store = await newStore();
+    const mine = freshKey("mine-named");
+    const logKey = mine.replace(/:[^:]*$/, ":denials");
+    const byIp = "test:{ip:198.51.100.10}:route";
+    const wide: TokenBucketSpec = { ...spec, name: "c.ip", burst: 100 };
+    const one: TokenBucketSpec = { ...spec, name: "c.mine", burst: 1 };
+    // The route's limit first, under another hash tag; the caller's own under its log's tag.
+    const both = [
+      { key: byIp, spec: wide, cost: 1 },
+      { key: mine, spec: one, cost: 1 },
+    ];
+    const denial = { logKey, topKey: "test:{top}:1", caller: "client:named", route: "r" };
+    expect((await store.check(both, { denial })).allowed).toBe(true);
+    expect((await store.check(both, { denial })).allowed).toBe(false);
+    const [recorded] = await store.denials(logKey);
+    expect(recorded).toMatchObject({ route: "r", limits: ["c.mine"] });
+    expect(await store.topDenials(["test:{top}:1"], 5)).toEqual([{ caller: "client:named", count: 1 }]);
   });
 });

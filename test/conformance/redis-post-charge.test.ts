@@ -32,11 +32,11 @@ describe("post-charges on a sliding window log", () => {
     const store = await newStore();
     const key = freshKey("huge-charge");
     const checks: LimitCheck[] = [{ key, spec: HOURLY, cost: 1 }];
-    expect((await store.check(checks, T0)).allowed).toBe(true);
+    expect((await store.check(checks, { nowMs: T0 })).allowed).toBe(true);
 
     const usecBefore = await scriptUsec();
     const started = performance.now();
-    const charged = await store.charge([{ key, spec: HOURLY, cost: MAX_POST_CHARGE }], T0 + 10);
+    const charged = await store.charge([{ key, spec: HOURLY, cost: MAX_POST_CHARGE }], { nowMs: T0 + 10 });
     const wallMs = performance.now() - started;
     const redisMs = ((await scriptUsec()) - usecBefore) / 1000;
     const members = await env.redis.client.zcard(key);
@@ -53,17 +53,17 @@ describe("post-charges on a sliding window log", () => {
     expect(bytes).toBeLessThan(16_384);
 
     // Blocked for a full window from the charge, then the whole limit is back.
-    const denied = await store.check(checks, T0 + 20);
+    const denied = await store.check(checks, { nowMs: T0 + 20 });
     expect(denied.outcomes[0]).toEqual({
       allowed: false,
       remaining: 0,
       resetMs: HOURLY.windowMs - 10,
       retryAfterMs: HOURLY.windowMs - 10,
     });
-    expect((await store.check(checks, T0 + 10 + HOURLY.windowMs - 1)).allowed).toBe(false);
-    expect((await store.check([{ key, spec: HOURLY, cost: 100 }], T0 + 10 + HOURLY.windowMs)).allowed).toBe(
-      true,
-    );
+    expect((await store.check(checks, { nowMs: T0 + 10 + HOURLY.windowMs - 1 })).allowed).toBe(false);
+    expect(
+      (await store.check([{ key, spec: HOURLY, cost: 100 }], { nowMs: T0 + 10 + HOURLY.windowMs })).allowed,
+    ).toBe(true);
   });
 
   it("the memory store keeps the same bounded log and the same decisions", async () => {
@@ -72,17 +72,19 @@ describe("post-charges on a sliding window log", () => {
     const key = freshKey("huge-charge-both");
     const checks: LimitCheck[] = [{ key, spec: HOURLY, cost: 1 }];
     for (let i = 0; i < 30; i++) {
-      expect(await store.check(checks, T0 + i)).toEqual(memory.checkSync(checks, T0 + i));
+      expect(await store.check(checks, { nowMs: T0 + i })).toEqual(memory.checkSync(checks, T0 + i));
     }
     const charge = [{ key, spec: HOURLY, cost: MAX_POST_CHARGE }];
     const started = performance.now();
-    expect(memory.chargeSync(charge, T0 + 100)).toEqual(await store.charge(charge, T0 + 100));
+    expect(memory.chargeSync(charge, T0 + 100)).toEqual(await store.charge(charge, { nowMs: T0 + 100 }));
     expect(performance.now() - started).toBeLessThan(250);
     expect((memory.read(key, T0 + 100) as number[]).length).toBeLessThanOrEqual(HOURLY.limit);
     for (const t of [T0 + 101, T0 + 100 + HOURLY.windowMs - 1, T0 + 100 + HOURLY.windowMs]) {
       for (const cost of [1, 100, 101]) {
         const c = [{ key, spec: HOURLY, cost }];
-        expect(await store.check(c, t), `cost ${cost} at +${t - T0}`).toEqual(memory.checkSync(c, t));
+        expect(await store.check(c, { nowMs: t }), `cost ${cost} at +${t - T0}`).toEqual(
+          memory.checkSync(c, t),
+        );
       }
     }
     await memory.close();
@@ -107,8 +109,8 @@ describe("post-charges on a sliding window log", () => {
       const c = [{ key, spec, cost }];
       const label = `${kind} ${cost} at +${t}`;
       if (kind === "charge")
-        expect(await store.charge(c, T0 + t), label).toEqual(memory.chargeSync(c, T0 + t));
-      else expect(await store.check(c, T0 + t), label).toEqual(memory.checkSync(c, T0 + t));
+        expect(await store.charge(c, { nowMs: T0 + t }), label).toEqual(memory.chargeSync(c, T0 + t));
+      else expect(await store.check(c, { nowMs: T0 + t }), label).toEqual(memory.checkSync(c, T0 + t));
     }
     expect(await env.redis.client.zcard(key)).toBe(3);
     await memory.close();
@@ -140,14 +142,14 @@ describe("post-charges on a sliding window log", () => {
             now += s.dtMs;
             const c = [{ key, spec, cost: s.cost }];
             if (s.kind === "charge") {
-              expect(await store.charge(c, now)).toEqual(memory.chargeSync(c, now));
+              expect(await store.charge(c, { nowMs: now })).toEqual(memory.chargeSync(c, now));
             } else if (s.kind === "peek") {
-              expect(await store.peek(c, now)).toEqual(await memory.peek(c, now));
+              expect(await store.peek(c, { nowMs: now })).toEqual(await memory.peek(c, { nowMs: now }));
             } else {
               // A check never costs more than the limit in practice (the pipeline caps a route's
               // cost); past it the answer is a denial either way.
               const check = [{ key, spec, cost: Math.min(s.cost, limit + 1) }];
-              expect(await store.check(check, now)).toEqual(memory.checkSync(check, now));
+              expect(await store.check(check, { nowMs: now })).toEqual(memory.checkSync(check, now));
             }
             expect(await env.redis.client.zcard(key)).toBeLessThanOrEqual(limit);
             expect(((memory.read(key, now) as number[] | null) ?? []).length).toBeLessThanOrEqual(limit);

@@ -1,7 +1,7 @@
 // store.sentinel: the store finds the master through Redis Sentinel and behaves as on a single
 // Redis (the token-bucket and window cases of the shared suite).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RedisStore } from "../../src/limits/stores/redis.js";
+import { RedisStore } from "../../src/limits/stores/redis/store.js";
 import { type SentinelProcess, startSentinel } from "../support/redis-sentinel.js";
 import { freshKey, LAB } from "./suite.js";
 

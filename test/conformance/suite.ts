@@ -8,7 +8,7 @@ import type {
   TokenBucketSpec,
   WindowSpec,
 } from "../../src/limits/spec.js";
-import type { Store } from "../../src/limits/store.js";
+import type { Store } from "../../src/limits/stores/contract.js";
 
 export interface StoreHarness {
   /** A fresh store sharing state with every other store of this harness (another "instance"). */
@@ -34,7 +34,7 @@ const T0 = 1_700_000_000_000;
 
 async function sequential(store: Store, checks: LimitCheck[], n: number, nowMs?: number) {
   const out = [];
-  for (let i = 0; i < n; i++) out.push(await store.check(checks, nowMs));
+  for (let i = 0; i < n; i++) out.push(await store.check(checks, { nowMs }));
   return out;
 }
 
@@ -63,8 +63,8 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const later = await sequential(await h.store(), checks, 8, T0 + 1000);
       expect(later.map((r) => r.allowed)).toEqual([true, true, true, true, true, false, false, false]);
       // Half a token later still nothing; a full token later, one more.
-      expect((await (await h.store()).check(checks, T0 + 1100)).allowed).toBe(false);
-      expect((await (await h.store()).check(checks, T0 + 1200)).allowed).toBe(true);
+      expect((await (await h.store()).check(checks, { nowMs: T0 + 1100 })).allowed).toBe(false);
+      expect((await (await h.store()).check(checks, { nowMs: T0 + 1200 })).allowed).toBe(true);
     });
 
     it("atomicity: 200 concurrent checks from several instances admit exactly the burst", async () => {
@@ -95,8 +95,12 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       // The limit that would have allowed reports what is available now: nothing was taken.
       expect(results[2]!.outcomes[0]).toEqual({ allowed: true, remaining: 8, resetMs: 400, retryAfterMs: 0 });
       // The denied request took nothing from the big bucket: 8 left exactly.
-      expect((await (await h.store()).check([{ key: big, spec: LAB, cost: 8 }], T0)).allowed).toBe(true);
-      expect((await (await h.store()).check([{ key: big, spec: LAB, cost: 1 }], T0)).allowed).toBe(false);
+      expect((await (await h.store()).check([{ key: big, spec: LAB, cost: 8 }], { nowMs: T0 })).allowed).toBe(
+        true,
+      );
+      expect((await (await h.store()).check([{ key: big, spec: LAB, cost: 1 }], { nowMs: T0 })).allowed).toBe(
+        false,
+      );
     });
 
     it("isolation: one key's use leaves another untouched", async () => {
@@ -104,7 +108,7 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const a = freshKey("iso-a");
       const b = freshKey("iso-b");
       await sequential(await h.store(), [{ key: a, spec: LAB, cost: 1 }], 12, T0);
-      const other = await (await h.store()).check([{ key: b, spec: LAB, cost: 1 }], T0);
+      const other = await (await h.store()).check([{ key: b, spec: LAB, cost: 1 }], { nowMs: T0 });
       expect(other.outcomes[0]).toMatchObject({ allowed: true, remaining: 9 });
     });
 
@@ -112,10 +116,10 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const h = harness();
       const key = freshKey("cost");
       await sequential(await h.store(), [{ key, spec: LAB, cost: 1 }], 6, T0);
-      const denied = await (await h.store()).check([{ key, spec: LAB, cost: 5 }], T0);
+      const denied = await (await h.store()).check([{ key, spec: LAB, cost: 5 }], { nowMs: T0 });
       expect(denied.allowed).toBe(false);
       expect(denied.outcomes[0]).toMatchObject({ remaining: 4, retryAfterMs: 200 });
-      const four = await (await h.store()).check([{ key, spec: LAB, cost: 4 }], T0);
+      const four = await (await h.store()).check([{ key, spec: LAB, cost: 4 }], { nowMs: T0 });
       expect(four.outcomes[0]).toMatchObject({ allowed: true, remaining: 0 });
     });
 
@@ -171,7 +175,8 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const h = harness();
       const key = freshKey("sliding");
       const store = await h.store();
-      const at = async (t: number, cost = 1) => store.check([{ key, spec: sliding, cost }], T0 + t);
+      const at = async (t: number, cost = 1) =>
+        store.check([{ key, spec: sliding, cost }], { nowMs: T0 + t });
       for (let i = 0; i < 4; i++) expect((await at(0)).allowed).toBe(true);
       for (let i = 0; i < 3; i++) expect((await at(500)).allowed).toBe(true);
       const denied = await at(1000);
@@ -191,7 +196,9 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const stores = await Promise.all([h.store(), h.store(), h.store()]);
       const burst = (t?: number) =>
         Promise.all(
-          Array.from({ length: 200 }, (_, i) => stores[i % 3]!.check([{ key, spec: sliding, cost: 1 }], t)),
+          Array.from({ length: 200 }, (_, i) =>
+            stores[i % 3]!.check([{ key, spec: sliding, cost: 1 }], { nowMs: t }),
+          ),
         );
       expect((await burst(T0)).filter((r) => r.allowed)).toHaveLength(7);
       expect((await burst(T0 + 2000)).filter((r) => r.allowed)).toHaveLength(7);
@@ -208,7 +215,7 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       };
       const start = Math.ceil(T0 / 1000) * 1000;
       const store = await h.store();
-      const at = (t: number) => store.check([{ key, spec: counter, cost: 1 }], start + t);
+      const at = (t: number) => store.check([{ key, spec: counter, cost: 1 }], { nowMs: start + t });
       const first = [];
       for (let i = 0; i < 10; i++) first.push((await at(500)).allowed);
       expect(first.filter(Boolean)).toHaveLength(9);
@@ -223,19 +230,19 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const key = freshKey("charge");
       const store = await h.store();
       const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "c.tb", burst: 20, intervalMs: 100 };
-      expect((await store.check([{ key, spec, cost: 1 }], T0)).outcomes[0]!.remaining).toBe(19);
-      await store.charge([{ key, spec, cost: 14 }], T0);
-      expect((await store.check([{ key, spec, cost: 5 }], T0)).outcomes[0]).toMatchObject({
+      expect((await store.check([{ key, spec, cost: 1 }], { nowMs: T0 })).outcomes[0]!.remaining).toBe(19);
+      await store.charge([{ key, spec, cost: 14 }], { nowMs: T0 });
+      expect((await store.check([{ key, spec, cost: 5 }], { nowMs: T0 })).outcomes[0]).toMatchObject({
         allowed: true,
         remaining: 0,
       });
       // Into debt: 10 more than is left. The next unit fits only once 10 + 1 tokens came back.
-      await store.charge([{ key, spec, cost: 10 }], T0);
-      expect((await store.check([{ key, spec, cost: 1 }], T0)).outcomes[0]).toMatchObject({
+      await store.charge([{ key, spec, cost: 10 }], { nowMs: T0 });
+      expect((await store.check([{ key, spec, cost: 1 }], { nowMs: T0 })).outcomes[0]).toMatchObject({
         allowed: false,
         retryAfterMs: 1100,
       });
-      expect((await store.check([{ key, spec, cost: 1 }], T0 + 1100)).allowed).toBe(true);
+      expect((await store.check([{ key, spec, cost: 1 }], { nowMs: T0 + 1100 })).allowed).toBe(true);
     });
 
     it("post-charge on windows adds units past the limit", async () => {
@@ -245,9 +252,11 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
         const key = freshKey(`charge-${algorithm}`);
         const spec: WindowSpec = { algorithm, name: `c.${algorithm}`, limit: 10, windowMs: 60_000 };
         const start = Math.ceil(T0 / 60_000) * 60_000;
-        await store.check([{ key, spec, cost: 1 }], start);
-        await store.charge([{ key, spec, cost: 12 }], start);
-        expect((await store.check([{ key, spec, cost: 1 }], start)).allowed, algorithm).toBe(false);
+        await store.check([{ key, spec, cost: 1 }], { nowMs: start });
+        await store.charge([{ key, spec, cost: 12 }], { nowMs: start });
+        expect((await store.check([{ key, spec, cost: 1 }], { nowMs: start })).allowed, algorithm).toBe(
+          false,
+        );
       }
     });
 
@@ -261,18 +270,22 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
         limit: 100,
         windowMs: 3_600_000,
       };
-      expect((await store.check([{ key, spec, cost: 1 }], T0)).allowed).toBe(true);
-      expect(await store.charge([{ key, spec, cost: 1_000_000 }], T0 + 5)).toEqual([
+      expect((await store.check([{ key, spec, cost: 1 }], { nowMs: T0 })).allowed).toBe(true);
+      expect(await store.charge([{ key, spec, cost: 1_000_000 }], { nowMs: T0 + 5 })).toEqual([
         { remaining: 0, resetMs: spec.windowMs },
       ]);
-      expect((await store.check([{ key, spec, cost: 1 }], T0 + 6)).outcomes[0]).toEqual({
+      expect((await store.check([{ key, spec, cost: 1 }], { nowMs: T0 + 6 })).outcomes[0]).toEqual({
         allowed: false,
         remaining: 0,
         resetMs: spec.windowMs - 1,
         retryAfterMs: spec.windowMs - 1,
       });
-      expect((await store.check([{ key, spec, cost: 1 }], T0 + 5 + spec.windowMs - 1)).allowed).toBe(false);
-      expect((await store.check([{ key, spec, cost: 100 }], T0 + 5 + spec.windowMs)).allowed).toBe(true);
+      expect(
+        (await store.check([{ key, spec, cost: 1 }], { nowMs: T0 + 5 + spec.windowMs - 1 })).allowed,
+      ).toBe(false);
+      expect((await store.check([{ key, spec, cost: 100 }], { nowMs: T0 + 5 + spec.windowMs })).allowed).toBe(
+        true,
+      );
     });
 
     it("window keys expire once irrelevant", async () => {
@@ -312,7 +325,7 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
         retryAfterMs: 200,
       });
       // 200 ms later one more fits, at the back of the queue.
-      const later = await (await h.store()).check([{ key, spec: leaky, cost: 1 }], T0 + 200);
+      const later = await (await h.store()).check([{ key, spec: leaky, cost: 1 }], { nowMs: T0 + 200 });
       expect(later.outcomes[0]).toMatchObject({ allowed: true, delayMs: 600 });
     });
 
@@ -321,7 +334,9 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const key = freshKey("leaky-burst");
       const stores = await Promise.all([h.store(), h.store(), h.store()]);
       const results = await Promise.all(
-        Array.from({ length: 200 }, (_, i) => stores[i % 3]!.check([{ key, spec: leaky, cost: 1 }], T0)),
+        Array.from({ length: 200 }, (_, i) =>
+          stores[i % 3]!.check([{ key, spec: leaky, cost: 1 }], { nowMs: T0 }),
+        ),
       );
       const delays = results.filter((r) => r.allowed).map((r) => r.outcomes[0]!.delayMs ?? 0);
       expect(delays.sort((a, b) => a - b)).toEqual([0, 200, 400, 600]);
@@ -332,7 +347,7 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const key = freshKey("slots");
       const store = await h.store();
       const take = (lease: string, t: number) =>
-        store.check([{ key, spec: slots, cost: 5, leaseId: lease }], T0 + t);
+        store.check([{ key, spec: slots, cost: 5, leaseId: lease }], { nowMs: T0 + t });
       expect((await take("a", 0)).outcomes[0]).toEqual({
         allowed: true,
         remaining: 1,
@@ -377,10 +392,12 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
         { key, spec: slots, cost: 1, leaseId: lease },
         { key: bucket, spec: one, cost: 1 },
       ];
-      expect((await store.check(both("a"), T0)).allowed).toBe(true);
-      expect((await store.check(both("b"), T0)).allowed).toBe(false);
+      expect((await store.check(both("a"), { nowMs: T0 })).allowed).toBe(true);
+      expect((await store.check(both("b"), { nowMs: T0 })).allowed).toBe(false);
       // Only "a" holds a slot: one more fits.
-      expect((await store.check([{ key, spec: slots, cost: 1, leaseId: "c" }], T0)).allowed).toBe(true);
+      expect((await store.check([{ key, spec: slots, cost: 1, leaseId: "c" }], { nowMs: T0 })).allowed).toBe(
+        true,
+      );
     });
 
     it("concurrency keys expire once every lease has", async () => {
@@ -422,12 +439,12 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const topKey = `${key}:top`;
       const one: TokenBucketSpec = { ...LAB, name: "d.one", burst: 1, intervalMs: 60_000 };
       const wide: TokenBucketSpec = { ...LAB, name: "d.wide", burst: 100, intervalMs: 60_000 };
-      const record = { logKey, topKey, text: "client:c1\tlogin\td.wide\td.one" };
+      const denial = { logKey, topKey, caller: "client:c1", route: "login" };
       const checks = [
         { key: `${key}:w`, spec: wide, cost: 1 },
         { key, spec: one, cost: 1 },
       ];
-      for (let i = 0; i < 4; i++) await store.check(checks, T0 + i, record);
+      for (let i = 0; i < 4; i++) await store.check(checks, { nowMs: T0 + i, denial });
       const denials = await store.denials(logKey);
       expect(denials).toEqual([
         { atMs: T0 + 3, route: "login", limits: ["d.one"] },
@@ -438,15 +455,15 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
         { caller: "client:c1", count: 3 },
       ]);
       // Reads consume nothing: twice the same.
-      const peeked = await store.peek(checks, T0 + 3);
+      const peeked = await store.peek(checks, { nowMs: T0 + 3 });
       expect(peeked).toEqual([
         { remaining: 99, resetMs: 59_997 },
         { remaining: 0, resetMs: 59_997 },
       ]);
-      expect(await store.peek(checks, T0 + 3)).toEqual(peeked);
+      expect(await store.peek(checks, { nowMs: T0 + 3 })).toEqual(peeked);
       expect(await store.reset([key, `${key}:w`, logKey])).toBe(3);
       expect(await store.denials(logKey)).toEqual([]);
-      expect((await store.check(checks, T0 + 4)).allowed).toBe(true);
+      expect((await store.check(checks, { nowMs: T0 + 4 })).allowed).toBe(true);
     });
   });
 
@@ -457,14 +474,14 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       const key = freshKey("renew");
       const one: ConcurrencySpec = { algorithm: "concurrency", name: "r.one", maxInFlight: 1, leaseMs: 1000 };
       const take = (lease: string, t: number) =>
-        store.check([{ key, spec: one, cost: 1, leaseId: lease }], T0 + t);
+        store.check([{ key, spec: one, cost: 1, leaseId: lease }], { nowMs: T0 + t });
       expect((await take("a", 0)).allowed).toBe(true);
-      await store.renew([{ key, leaseId: "a", leaseMs: 1000 }], T0 + 800);
+      await store.renew([{ key, leaseId: "a", leaseMs: 1000 }], { nowMs: T0 + 800 });
       // Past the first expiry (1000), still held until 1800.
       expect((await take("b", 1500)).allowed).toBe(false);
       expect((await take("c", 1800)).allowed).toBe(true);
       await store.release([{ key, leaseId: "c", leaseMs: 1000 }]);
-      await store.renew([{ key, leaseId: "c", leaseMs: 1000 }], T0 + 1900);
+      await store.renew([{ key, leaseId: "c", leaseMs: 1000 }], { nowMs: T0 + 1900 });
       expect((await take("d", 1900)).allowed).toBe(true);
     });
   });

@@ -1,8 +1,9 @@
 // What `npm install` of tollgate gives a newcomer: scripts/check-package.mjs packs a fresh copy
 // of the project and installs the tarball in an empty project (the bin, an ESM import, a
-// CommonJS require, the types). The quick variant runs here (about 20 s: this checkout's
-// node_modules instead of `npm ci`, no git install, npm's cache first and the registry only for
-// what the cache lacks). `npm run check:package` runs the whole of it.
+// CommonJS require, the types, the three entries, and "tollgate" loading none of the gateway's
+// dependencies). The quick variant runs here (about 20 s: this checkout's node_modules instead of
+// `npm ci`, no git install, npm's cache first and the registry only for what the cache lacks).
+// `npm run check:package` runs the whole of it.
 import { execFile } from "node:child_process";
 import { describe, expect, it } from "vitest";
 
@@ -12,6 +13,7 @@ interface Figures {
   dependencyPackages: number;
   requireWarning: boolean;
   tscMisspelling: string;
+  libraryPackages: string[];
 }
 
 function checkPackage(): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -37,5 +39,20 @@ describe("the npm package", () => {
     expect(figures.tarballBytes).toBeLessThan(1024 * 1024);
     expect(figures.requireWarning).toBe(false);
     expect(figures.tscMisspelling).toContain("'burts' does not exist in type 'LimitDefinition'");
+    expect(figures.libraryPackages).toContain("ioredis");
+    const gatewayOnly = ["pino", "prom-client", "undici"];
+    expect(figures.libraryPackages.filter((name) => gatewayOnly.includes(name))).toEqual([]);
   }, 120_000);
+});
+
+describe("the package's entries, by name (dist, built by the test setup)", () => {
+  it('"tollgate" is the limiter, "tollgate/gateway" the gateway, "tollgate/client" the client', async () => {
+    const client = await import("tollgate/client");
+    expect(typeof client.fetchWithRetry).toBe("function");
+    const root = await import("tollgate");
+    expect(typeof root.createLimiter).toBe("function");
+    expect("Gateway" in root).toBe(false);
+    const gateway = await import("tollgate/gateway");
+    expect(typeof gateway.Gateway.start).toBe("function");
+  });
 });

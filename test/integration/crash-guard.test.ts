@@ -42,8 +42,10 @@ beforeAll(async () => {
     },
   } as unknown as Runtime;
   const pipeline = createPipeline({
-    runtime: () => broken,
-    limiter: () => new Limiter(new MemoryStore({ sweepIntervalMs: 0 }), "t:"),
+    generation: () => ({
+      runtime: broken,
+      limiter: new Limiter({ store: new MemoryStore({ sweepIntervalMs: 0 }), prefix: "t:" }),
+    }),
     pools: new UpstreamPools(),
     metrics: new Metrics(),
     logger: createLogger("info", logs),
@@ -93,10 +95,12 @@ routes: [{ name: search, match: { path: / }, upstream: api }]
   loaded.config.plans.anonymous!.routes = { 検索: loaded.config.plans.anonymous!.routes.search! };
   const rt = compileRuntime(loaded.config, { file: "gw.yaml", version: loaded.version });
   const gwInFlight = { count: 0 };
-  const limiter = new Limiter(new MemoryStore({ sweepIntervalMs: 0 }), "t:");
+  const generation = {
+    runtime: rt,
+    limiter: new Limiter({ store: new MemoryStore({ sweepIntervalMs: 0 }), prefix: "t:" }),
+  };
   const pipeline = createPipeline({
-    runtime: () => rt,
-    limiter: () => limiter,
+    generation: () => generation,
     pools: new UpstreamPools(),
     metrics: new Metrics(),
     logger: createLogger("info", new LogSink()),

@@ -1,7 +1,7 @@
 // RedisStores on one real redis-server per test file: started before the file's tests, every
 // store closed and the server stopped after them (resumed first, for tests that pause it).
 import { afterAll, beforeAll } from "vitest";
-import { RedisStore } from "../../src/limits/stores/redis.js";
+import { RedisStore } from "../../src/limits/stores/redis/store.js";
 import { type RedisProcess, startRedis } from "./redis.js";
 
 export interface RedisStores {

@@ -5,8 +5,9 @@ import { describe, expect, it } from "vitest";
 import { compileRuntime } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
 import type { Caller } from "../../src/identity/caller.js";
-import { Limiter } from "../../src/limits/limiter.js";
+import { createGatewayLimiter } from "../../src/limits/gateway-limiter.js";
 import type { LimitCheck, StoreDecision } from "../../src/limits/spec.js";
+import type { CheckOptions } from "../../src/limits/stores/contract.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 
 const yaml = (batch: string) => `
@@ -22,27 +23,30 @@ function setup(batch: string) {
   const loaded = loadConfigText(yaml(batch), "gw.yaml", {});
   if (!loaded.ok) throw new Error(JSON.stringify(loaded.problems));
   const rt = compileRuntime(loaded.config, { file: "gw.yaml", version: "1" });
-  const store = new MemoryStore({ sweepIntervalMs: 0 });
+  const clock = { now: Date.now() };
+  const now = () => clock.now;
+  const store = new MemoryStore({ sweepIntervalMs: 0, now });
   let calls = 0;
   const counting = Object.assign(Object.create(store), {
-    check: (checks: readonly LimitCheck[], nowMs?: number): Promise<StoreDecision> => {
+    check: (checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> => {
       calls++;
-      return store.check(checks, nowMs);
+      return store.check(checks, options);
     },
   });
   const plan = rt.plans.get("p")!;
   const caller: Caller = { kind: "client", id: "hot", plan, tenant: undefined, ipKey: "" };
   const route = rt.routeList[0]!;
-  const instances = [new Limiter(counting, "t:"), new Limiter(counting, "t:")];
-  return { instances, caller, route, calls: () => calls };
+  const instance = () => createGatewayLimiter({ store: counting, prefix: "t:", denyCache: false, now });
+  const instances = [instance(), instance()];
+  return { instances, caller, route, clock, calls: () => calls };
 }
 
 async function run(batch: string, requests: number) {
-  const { instances, caller, route, calls } = setup(batch);
+  const { instances, caller, route, clock, calls } = setup(batch);
   let admitted = 0;
-  const now = Date.now();
   for (let i = 0; i < requests; i++) {
-    const d = await instances[i % 2]!.check(caller, route, now + i);
+    clock.now++;
+    const d = await instances[i % 2]!.check(caller, route);
     if (d.kind === "allowed") admitted++;
   }
   return { admitted, storeCalls: calls() };

@@ -2,10 +2,12 @@
 // every cacheable algorithm (random costs, time moving on, several limits per request), each
 // local denial is checked against the store's own arithmetic at that instant, read-only.
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
-import { ALGORITHMS } from "../../src/limits/algorithms.js";
-import { DenyCache } from "../../src/limits/deny-cache.js";
-import type { LimitCheck, LimitSpec } from "../../src/limits/spec.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { ALGORITHMS } from "../../src/limits/algorithms/index.js";
+import { DENIAL_FLUSH_MS } from "../../src/limits/denials.js";
+import { DenyCache, DenyCacheStore } from "../../src/limits/deny-cache.js";
+import type { LimitCheck, LimitSpec, StoreDecision } from "../../src/limits/spec.js";
+import type { CheckOptions, DenialRecord } from "../../src/limits/stores/contract.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 
 const specArb: fc.Arbitrary<LimitSpec> = fc.oneof(
@@ -113,5 +115,95 @@ describe("deny cache", () => {
     expect(cache.check([{ ...t, cost: 2 }], 10)).toBeNull();
     expect(cache.check([{ ...t, cost: 3 }], 10)?.violated[0]?.outcome.retryAfterMs).toBe(990);
     expect(cache.check([{ ...t, cost: 3 }], 1000)).toBeNull();
+  });
+});
+
+describe("DenyCacheStore (the cache as a store decorator)", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  const T0 = 1_699_999_980_000; // a whole minute: the fixed window starts here
+  const oneAMinute: LimitSpec = { algorithm: "fixed_window", name: "p.minute", limit: 1, windowMs: 60_000 };
+  const slots: LimitSpec = { algorithm: "concurrency", name: "p.slots", maxInFlight: 5, leaseMs: 1000 };
+  const record: DenialRecord = {
+    logKey: "t:{c:a}:denials",
+    topKey: "t:{denials}:top:0",
+    caller: "client:a",
+    route: "r",
+  };
+
+  function setup() {
+    let now = T0;
+    const store = new MemoryStore({ sweepIntervalMs: 0, now: () => now });
+    const calls: (CheckOptions | undefined)[] = [];
+    const counting = Object.assign(Object.create(store) as MemoryStore, {
+      check: (checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> => {
+        calls.push(options);
+        return store.check(checks, options);
+      },
+    });
+    const cached = new DenyCacheStore(counting, { now: () => now });
+    const checks = (): LimitCheck[] => [
+      { key: "t:{c:a}:p.slots", spec: slots, cost: 1, leaseId: `l${calls.length}` },
+      { key: "t:{c:a}:p.minute", spec: oneAMinute, cost: 1 },
+    ];
+    return { store, cached, checks, calls, advance: (ms: number) => (now += ms) };
+  }
+
+  it("answers a known denial locally, marked local, and writes it at the next flush", async () => {
+    const { store, cached, checks, calls, advance } = setup();
+    expect((await cached.check(checks(), { denial: record })).allowed).toBe(true);
+    const byStore = await cached.check(checks(), { denial: record });
+    expect(byStore).toMatchObject({ allowed: false });
+    expect(byStore.local).toBeUndefined();
+    expect(calls).toHaveLength(2);
+    expect(await store.denials(record.logKey)).toHaveLength(1); // the store's own record
+
+    advance(1000);
+    const local = await cached.check(checks(), { denial: record });
+    expect(calls).toHaveLength(2); // the store was not asked
+    expect(local.local).toBe(true);
+    expect(local.allowed).toBe(false);
+    // Only the cached limit is denied; the concurrency limit is not known here.
+    expect(local.outcomes.map((o) => o.allowed)).toEqual([true, false]);
+    expect(local.outcomes[1]).toMatchObject({ retryAfterMs: 59_000, remaining: 0 });
+
+    expect(await store.denials(record.logKey)).toHaveLength(1);
+    await cached.flushDenials();
+    const log = await store.denials(record.logKey);
+    expect(log).toHaveLength(2);
+    expect(log[0]).toEqual({ atMs: T0 + 1000, route: "r", limits: ["p.minute"] });
+    expect(await store.topDenials([record.topKey], 5)).toEqual([{ caller: "client:a", count: 2 }]);
+    await cached.close();
+  });
+
+  it("flushes every DENIAL_FLUSH_MS on its own", async () => {
+    vi.useFakeTimers();
+    const { store, cached, checks, advance } = setup();
+    await cached.check(checks(), { denial: record });
+    await cached.check(checks(), { denial: record });
+    await cached.check(checks(), { denial: record });
+    advance(1);
+    await cached.check(checks(), { denial: record });
+    expect(await store.denials(record.logKey)).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(DENIAL_FLUSH_MS);
+    expect(await store.denials(record.logKey)).toHaveLength(3);
+    await cached.close();
+  });
+
+  it("asks the store again once the retry-after passed, or after an operator's reset", async () => {
+    const { cached, checks, calls, advance } = setup();
+    await cached.check(checks(), { denial: record });
+    await cached.check(checks(), { denial: record });
+    await cached.check(checks(), { denial: record });
+    expect(calls).toHaveLength(2);
+    cached.forget(["t:{c:a}:p.minute"]);
+    await cached.check(checks(), { denial: record });
+    expect(calls).toHaveLength(3);
+    advance(60_000);
+    expect((await cached.check(checks(), { denial: record })).allowed).toBe(true);
+    expect(calls).toHaveLength(4);
+    await cached.close();
   });
 });

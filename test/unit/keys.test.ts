@@ -2,7 +2,18 @@ import { describe, expect, it } from "vitest";
 import type { CompiledPlan } from "../../src/config/compile.js";
 import type { Caller } from "../../src/identity/caller.js";
 import { compiledLimit } from "../../src/limits/compiled.js";
-import { keyPart, limitChecks, scopeKey } from "../../src/limits/limiter.js";
+import {
+  binds,
+  callerLabel,
+  denialLogKey,
+  keyPart,
+  lastHourTopKeys,
+  libraryLimitKey,
+  limitKey,
+  scopeKey,
+  topDenialsKey,
+} from "../../src/limits/keys.js";
+import { limitChecks } from "../../src/limits/limiter.js";
 import type { LimitSpec } from "../../src/limits/spec.js";
 
 const plan = { name: "free", limitsByRoute: new Map(), limits: [] } as CompiledPlan;
@@ -37,5 +48,39 @@ describe("Redis keys", () => {
       ["tg:{t:acme}:free.tenant", 2],
     ]);
     expect(limitChecks("tg:", planned, soloClient, 1).map((c) => c.key)).toEqual(["tg:{c:dev}:free.global"]);
+  });
+
+  it("one layout for limits, the library, denial logs and the top list", () => {
+    expect(limitKey("tg:", "caller", tenantClient, "free.search")).toBe(
+      "tg:{t:acme}:c:acme-prod:free.search",
+    );
+    expect(limitKey("tg:", "ip", soloClient, "free.search")).toBe("tg:{ip:192.0.2.1}:free.search");
+    expect(libraryLimitKey("tollgate:", "user:{42}", "api")).toBe("tollgate:{user%3a%7b42%7d}:api");
+    expect(denialLogKey("tg:", tenantClient)).toBe("tg:{t:acme}:c:acme-prod:denials");
+    expect(denialLogKey("tg:", anonymous)).toBe("tg:{ip:2001:db8::/64}:denials");
+    expect(callerLabel(tenantClient)).toBe("client:acme-prod");
+    expect(callerLabel(anonymous)).toBe("ip:2001:db8::/64");
+    expect(topDenialsKey("tg:", 1_700_000_123_456)).toBe("tg:{denials}:top:1700000100000");
+    const hour = lastHourTopKeys("tg:", 1_700_000_123_456);
+    expect(hour).toHaveLength(12);
+    expect(hour[0]).toBe("tg:{denials}:top:1700000100000");
+    expect(hour[11]).toBe(`tg:{denials}:top:${1_700_000_100_000 - 11 * 300_000}`);
+  });
+
+  it("a plan's tenant limit binds only callers with a tenant", () => {
+    const tenantLimit = {
+      ...compiledLimit(spec("free.tenant"), 0.25),
+      scope: "tenant" as const,
+      tenantOnly: true,
+    };
+    const byTenant = {
+      ...compiledLimit(spec("free.route"), 0.25),
+      scope: "tenant" as const,
+      tenantOnly: false,
+    };
+    expect(binds(tenantLimit, tenantClient)).toBe(true);
+    expect(binds(tenantLimit, soloClient)).toBe(false);
+    expect(binds(tenantLimit, anonymous)).toBe(false);
+    expect(binds(byTenant, soloClient)).toBe(true);
   });
 });

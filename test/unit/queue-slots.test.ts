@@ -3,10 +3,9 @@
 // more than `queue`; a concurrency limit never has more than `maxInFlight` live leases.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { concurrencyStep, type Leases, releaseLease } from "../../src/limits/concurrency.js";
-import { leakyBucketStep } from "../../src/limits/leaky-bucket.js";
-import { localSpec } from "../../src/limits/limiter.js";
-import type { ConcurrencySpec, LeakyBucketSpec } from "../../src/limits/spec.js";
+import { concurrencyStep, type Leases, releaseLease } from "../../src/limits/algorithms/concurrency.js";
+import { leakyBucketStep } from "../../src/limits/algorithms/leaky-bucket.js";
+import { type ConcurrencySpec, type LeakyBucketSpec, localSpec } from "../../src/limits/spec.js";
 
 describe("leaky bucket", () => {
   it("serves admitted requests one interval apart and never queues more than `queue`", () => {

@@ -3,7 +3,7 @@
 // refuses early, never late), and it follows a clock that moves back at the first reply.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CLOCK_HORIZON_MS, RedisClock } from "../../src/limits/stores/redis-clock.js";
+import { CLOCK_HORIZON_MS, RedisClock } from "../../src/limits/stores/redis/clock.js";
 
 /** A reply: written at `sent`, TIME read `exec` ms later, handled `back` ms after that. */
 function reply(clock: RedisClock, offset: number, sent: number, exec: number, back: number): void {

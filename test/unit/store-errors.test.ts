@@ -1,9 +1,13 @@
-// Store failures in an operator's words (src/admin/store-errors.ts): the address without
+// Store failures in an operator's words (src/observability/store-errors.ts): the address without
 // credentials, the cause in words, never the Redis client's own text.
 import { describe, expect, it } from "vitest";
-import { StoreUnavailableError } from "../../src/errors.js";
-import { BreakerOpenError } from "../../src/limits/breaker.js";
-import { StoreReplyError, StoreTimeoutError } from "../../src/limits/stores/redis.js";
+import {
+  BreakerOpenError,
+  StoreReplyError,
+  StoreTimeoutError,
+  StoreUnavailableError,
+} from "../../src/errors.js";
+import { toStoreError } from "../../src/limits/stores/redis/boundary.js";
 import { StoreErrors, storeAddress } from "../../src/observability/store-errors.js";
 
 const socketError = (code: string, message = `connect ${code} 10.1.2.3:6379`) =>
@@ -99,6 +103,19 @@ describe("StoreErrors.describe", () => {
     expect(errors.describe(new BreakerOpenError())).toContain("circuit breaker is open");
     expect(errors.describe(new StoreReplyError("expected integers"))).toContain(
       "a reply the gateway cannot read",
+    );
+  });
+
+  it("reads the client's error inside what the Redis adapter wrapped it in", () => {
+    const errors = new StoreErrors(at);
+    expect(
+      errors.describe(toStoreError(replyError("LOADING Redis is loading the dataset in memory"), 100)),
+    ).toBe(errors.describe(replyError("LOADING Redis is loading the dataset in memory")));
+    expect(errors.describe(toStoreError(replyError("READONLY You can't write"), 100))).toContain(
+      "read-only replica",
+    );
+    expect(errors.describe(toStoreError(socketError("ECONNREFUSED"), 100))).toBe(
+      errors.describe(socketError("ECONNREFUSED")),
     );
   });
 

@@ -1,8 +1,8 @@
 // The token bucket arithmetic with a controlled clock: no sleeps, exact figures.
 import { describe, expect, it } from "vitest";
+import { tokenBucketStep } from "../../src/limits/algorithms/token-bucket.js";
 import type { TokenBucketSpec } from "../../src/limits/spec.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
-import { tokenBucketStep } from "../../src/limits/token-bucket.js";
 
 // The seed lab: capacity 10, refill 5/s.
 const lab: TokenBucketSpec = { algorithm: "token_bucket", name: "lab.global", burst: 10, intervalMs: 200 };

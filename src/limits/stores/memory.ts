@@ -1,10 +1,15 @@
-// The embedded store for `memory://` (one instance) and, later, the local failure fallback.
-// It runs the same arithmetic as the Redis scripts (algorithms.ts) on a bounded map.
-import { ALGORITHMS, chargeStep, isRateLimit } from "../algorithms.js";
-import { type Leases, releaseLease, renewLease } from "../concurrency.js";
+// The embedded store for `memory://` (one instance) and the local failure fallback. It runs the
+// same arithmetic as the Redis scripts (algorithms/) on a bounded map, and keeps denial records
+// as structured entries (no text to encode: nothing outside this process reads them).
+
+import { STATE_TTL_SLACK_MS } from "../algorithms/algorithm.js";
+import { type Leases, releaseLease, renewLease } from "../algorithms/concurrency.js";
+import { ALGORITHMS, chargeStep, isRateLimit } from "../algorithms/index.js";
 import type { LimitCheck, StoreDecision } from "../spec.js";
 import {
+  type AtOptions,
   type ChargedLimit,
+  type CheckOptions,
   DENIAL_LOG_MAX,
   DENIAL_LOG_TTL_MS,
   type Denial,
@@ -13,7 +18,7 @@ import {
   type Lease,
   type Store,
   TOP_BUCKET_TTL_MS,
-} from "../store.js";
+} from "./contract.js";
 
 interface Entry {
   /** Algorithm-specific (a number for a token bucket, a list for a sliding log, …). */
@@ -57,12 +62,18 @@ export class MemoryStore implements Store {
     return this.entries.size;
   }
 
-  async check(checks: readonly LimitCheck[], nowMs?: number, record?: DenialRecord): Promise<StoreDecision> {
-    return this.checkSync(checks, nowMs, record);
+  async check(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
+    const nowMs = options?.nowMs ?? this.now();
+    const decision = this.checkSync(checks, nowMs);
+    if (!decision.allowed && options?.denial) this.recordDenial(options.denial, checks, decision, nowMs);
+    return decision;
   }
 
-  /** The semantics of check.lua: shadow limits never deny and are charged only when they allow. */
-  checkSync(checks: readonly LimitCheck[], nowMs: number = this.now(), record?: DenialRecord): StoreDecision {
+  /**
+   * The semantics of check.lua, in this process and at once (the local fallback, and tests at a
+   * given time): shadow limits never deny and are charged only when they allow. Records nothing.
+   */
+  checkSync(checks: readonly LimitCheck[], nowMs: number = this.now()): StoreDecision {
     const steps = checks.map((c) =>
       ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, c.cost, c.leaseId, c.batch),
     );
@@ -75,27 +86,26 @@ export class MemoryStore implements Store {
         const step = steps[i]!;
         if (step.outcome.allowed) this.write(checks[i]!.key, step.nextState, nowMs + step.ttlMs);
       }
-    } else if (record) {
-      this.recordDenial(
-        record,
-        checks,
-        steps.map((s) => s.outcome.allowed),
-        nowMs,
-      );
     }
     return { allowed, outcomes: steps.map((s) => (allowed ? s.outcome : s.uncharged)) };
   }
 
+  /** A denial check.lua would record: the limits that denied (a shadow limit never does). */
   private recordDenial(
-    record: DenialRecord,
+    denial: DenialRecord,
     checks: readonly LimitCheck[],
-    allowed: boolean[],
+    decision: StoreDecision,
     nowMs: number,
-  ) {
-    const [caller, route, ...names] = record.text.split("\t");
-    const limits = names.filter((_, i) => !allowed[i] && !checks[i]!.spec.shadow);
-    const entries = [{ atMs: Math.floor(nowMs), route: route!, limits }];
-    this.writeDenials({ logKey: record.logKey, topKey: record.topKey, caller: caller!, entries }, nowMs);
+  ): void {
+    const limits: string[] = [];
+    checks.forEach((c, i) => {
+      if (!decision.outcomes[i]!.allowed && !c.spec.shadow) limits.push(c.spec.name);
+    });
+    const entries = [{ atMs: Math.floor(nowMs), route: denial.route, limits }];
+    this.writeDenials(
+      { logKey: denial.logKey, topKey: denial.topKey, caller: denial.caller, entries },
+      nowMs,
+    );
   }
 
   private writeDenials(b: DenialBatch, nowMs: number): void {
@@ -113,7 +123,8 @@ export class MemoryStore implements Store {
     for (const b of batch) this.writeDenials(b, nowMs);
   }
 
-  async peek(checks: readonly LimitCheck[], nowMs: number = this.now()): Promise<ChargedLimit[]> {
+  async peek(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
+    const nowMs = options?.nowMs ?? this.now();
     return checks.map((c) => this.view(c, nowMs));
   }
 
@@ -149,8 +160,8 @@ export class MemoryStore implements Store {
     return deleted;
   }
 
-  async charge(checks: readonly LimitCheck[], nowMs?: number): Promise<ChargedLimit[]> {
-    return this.chargeSync(checks, nowMs);
+  async charge(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
+    return this.chargeSync(checks, options?.nowMs ?? this.now());
   }
 
   /**
@@ -179,7 +190,8 @@ export class MemoryStore implements Store {
     }
   }
 
-  async renew(leases: readonly Lease[], nowMs: number = this.now()): Promise<void> {
+  async renew(leases: readonly Lease[], options?: AtOptions): Promise<void> {
+    const nowMs = options?.nowMs ?? this.now();
     for (const l of leases) {
       const entry = this.entries.get(l.key);
       if (!entry || entry.expiresAtMs <= nowMs) continue;
@@ -187,7 +199,7 @@ export class MemoryStore implements Store {
       const renewed = renewLease(held, l.leaseId, nowMs, l.leaseMs);
       if (renewed === held) continue;
       entry.state = renewed;
-      entry.expiresAtMs = Math.max(entry.expiresAtMs, nowMs + Math.ceil(l.leaseMs) + 1000);
+      entry.expiresAtMs = Math.max(entry.expiresAtMs, nowMs + Math.ceil(l.leaseMs) + STATE_TTL_SLACK_MS);
     }
   }
 

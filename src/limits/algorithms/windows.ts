@@ -1,6 +1,30 @@
 // Window algorithms, as pure arithmetic. lua/windows.lua is the same arithmetic, operation for
-// operation; the conformance suite compares the two on identical inputs.
-import type { LimitOutcome, WindowSpec } from "./spec.js";
+// operation; the conformance suite compares the two on identical inputs. Their registry entries
+// (codes 2, 3, 4) at the end share everything but the step: params, wording, quota, YAML keys.
+import { formatDuration } from "../../config/units.js";
+import type { LimitOutcome, SpecBase } from "../spec.js";
+import {
+  type Algorithm,
+  type AlgorithmStep,
+  type DurationString,
+  LIMIT,
+  type LimitCommon,
+  STATE_TTL_SLACK_MS,
+  shareOf,
+  WINDOW,
+} from "./algorithm.js";
+
+/**
+ * Window algorithms: at most `limit` units per `windowMs`. `fixed_window` counts per aligned
+ * window (cheap, allows up to 2 × limit across a boundary); `sliding_window` keeps an exact log
+ * of the window (exact, memory grows with the limit: for small limits such as logins);
+ * `sliding_window_counter` weighs two fixed windows (O(1) memory, approximate: large limits).
+ */
+export interface WindowSpec extends SpecBase {
+  algorithm: "fixed_window" | "sliding_window" | "sliding_window_counter";
+  limit: number;
+  windowMs: number;
+}
 
 export interface WindowStep<S> {
   outcome: LimitOutcome;
@@ -33,13 +57,13 @@ export function fixedWindowStep(
       resetMs,
       retryAfterMs: resetMs,
     };
-    return { outcome, uncharged: outcome, next: { start, count: used }, ttlMs: resetMs + 1000 };
+    return { outcome, uncharged: outcome, next: { start, count: used }, ttlMs: resetMs + STATE_TTL_SLACK_MS };
   }
   return {
     outcome: { allowed: true, remaining: spec.limit - used - cost, resetMs, retryAfterMs: 0 },
     uncharged,
     next: { start, count: used + cost },
-    ttlMs: resetMs + 1000,
+    ttlMs: resetMs + STATE_TTL_SLACK_MS,
   };
 }
 
@@ -78,7 +102,7 @@ export function slidingWindowStep(
       resetMs: fullAgainMs,
       retryAfterMs,
     };
-    return { outcome, uncharged: outcome, next: live, ttlMs: fullAgainMs + 1000 };
+    return { outcome, uncharged: outcome, next: live, ttlMs: fullAgainMs + STATE_TTL_SLACK_MS };
   }
   const added = Math.min(cost, keep);
   const next = live.slice(Math.max(0, used + added - keep));
@@ -92,7 +116,7 @@ export function slidingWindowStep(
     },
     uncharged,
     next,
-    ttlMs: Math.ceil(spec.windowMs) + 1000,
+    ttlMs: Math.ceil(spec.windowMs) + STATE_TTL_SLACK_MS,
   };
 }
 
@@ -146,7 +170,7 @@ export function slidingCounterStep(
       resetMs,
       retryAfterMs: Math.max(1, Math.ceil(retry)),
     };
-    return { outcome, uncharged: outcome, next: { start, prev, cur }, ttlMs: resetMs + 1000 };
+    return { outcome, uncharged: outcome, next: { start, prev, cur }, ttlMs: resetMs + STATE_TTL_SLACK_MS };
   }
   const next = { start, prev, cur: cur + cost };
   return {
@@ -158,6 +182,90 @@ export function slidingCounterStep(
     },
     uncharged: { allowed: true, remaining: available, resetMs, retryAfterMs: 0 },
     next,
-    ttlMs: Math.ceil(start + 2 * w - nowMs) + 1000,
+    ttlMs: Math.ceil(start + 2 * w - nowMs) + STATE_TTL_SLACK_MS,
   };
 }
+
+/**
+ * At most `limit` per `window`: `sliding_window` exactly (memory grows with `limit`),
+ * `sliding_window_counter` approximately in O(1), `fixed_window` per clock-aligned window.
+ */
+export interface WindowLimit extends LimitCommon {
+  algorithm: WindowSpec["algorithm"];
+  /** Requests per window (0 denies every request). */
+  limit: number;
+  /** e.g. `"15m"`. */
+  window: DurationString;
+}
+
+/** The window a `limit: 0` reports as its reset when it names none: it never admits anyway. */
+const DENY_WINDOW_MS = 3_600_000;
+
+/**
+ * `limit: 0`, whatever the algorithm: every request denied. A zero-limit fixed window says
+ * exactly that in both stores, with no special path: nothing is ever consumed and every request
+ * is a 429.
+ */
+export function denyEverything(name: string, windowMs: number | undefined): WindowSpec {
+  return { algorithm: "fixed_window", name, limit: 0, windowMs: windowMs ?? DENY_WINDOW_MS };
+}
+
+const WINDOW_KEYS = { limit: LIMIT, window: WINDOW } as const;
+
+/**
+ * One window algorithm's entry: they differ only in their step. `keep` is how many units a step
+ * that logs them keeps (sliding_window: the newest `limit`); the others ignore it.
+ */
+function windowAlgorithm<S>(
+  algorithm: WindowSpec["algorithm"],
+  code: number,
+  step: (state: S | null, nowMs: number, spec: WindowSpec, cost: number, keep?: number) => WindowStep<S>,
+): Algorithm<WindowSpec, typeof WINDOW_KEYS> {
+  const run = (
+    state: unknown,
+    nowMs: number,
+    spec: WindowSpec,
+    cost: number,
+    keep?: number,
+  ): AlgorithmStep => {
+    const r = step(state as S | null, nowMs, spec, cost, keep);
+    return { outcome: r.outcome, uncharged: r.uncharged, nextState: r.next, ttlMs: r.ttlMs };
+  };
+  return {
+    code,
+    luaFile: "windows.lua",
+    scriptParams: (spec) => [spec.limit, spec.windowMs],
+    scriptCost: (check) => check.cost,
+    step: (state, nowMs, spec, cost) => run(state, nowMs, spec, cost),
+    // A log keeps only the newest `limit` units, however many are charged (as windows.lua).
+    charge: (state, nowMs, spec, units) =>
+      run(state, nowMs, { ...spec, limit: Number.POSITIVE_INFINITY }, units, spec.limit),
+    quota: (spec) => spec.limit,
+    windowMs: (spec) => spec.windowMs,
+    describe: (spec) =>
+      `"${spec.name}" allows ${spec.limit} requests per ${formatDuration(Math.round(spec.windowMs))}`,
+    localShare: (spec, fraction) => ({ ...spec, limit: shareOf(spec.limit, fraction) }),
+    config: {
+      keys: WINDOW_KEYS,
+      needs: ["limit", "window"],
+      what: `${algorithm} (it takes limit + window)`,
+      takes: "`limit` + `window`",
+      check(limit, problem) {
+        if (limit.limit === undefined) problem("limit is missing (e.g. limit: 5)");
+        // limit: 0 denies everything, whatever the window; it needs none.
+        if (limit.window === undefined && limit.limit !== 0) problem("window is missing (e.g. window: 15m)");
+        else if (limit.window === 0) problem("window must be longer than 0", "window");
+      },
+      compile: (name, limit) => ({ algorithm, name, limit: limit.limit!, windowMs: limit.window! }),
+      capacity: (limit) => limit.limit,
+    },
+  };
+}
+
+export const fixedWindow = windowAlgorithm<FixedWindowState>("fixed_window", 2, fixedWindowStep);
+export const slidingWindow = windowAlgorithm<number[]>("sliding_window", 3, slidingWindowStep);
+export const slidingWindowCounter = windowAlgorithm<CounterState>(
+  "sliding_window_counter",
+  4,
+  slidingCounterStep,
+);

@@ -1,7 +1,7 @@
-// Redis's clock as seen from this process, so that a deadline of the gateway (its monotonic
-// clock) can be written in Redis's (TIME) without trusting the two to agree. Every script reply
-// carries the Redis time the script read; that read happened after the call was written and
-// before its reply was handled here, so
+// Redis's clock as seen from this process, one per shard, so that a deadline of the gateway
+// (its monotonic clock) can be written in Redis's (TIME) without trusting the two to agree.
+// Every script reply carries the Redis time the script read; that read happened after the call
+// was written and before its reply was handled here, so
 //
 //     redisTime − receivedAt  ≤  offset  ≤  redisTime − sentAt
 //
@@ -57,5 +57,24 @@ export class RedisClock {
   toRedis(localMs: number): number | undefined {
     const offset = this.offset;
     return offset === undefined ? undefined : localMs + offset;
+  }
+}
+
+/** Clocks kept per shard; a cluster has a handful of masters, renamed ones are forgotten. */
+const MAX_CLOCKS = 64;
+
+/** Redis's clock per shard (a cluster's masters may disagree), learnt from script replies. */
+export class ShardClocks {
+  private readonly clocks = new Map<string, RedisClock>();
+
+  /** The clock of one shard ("" on a single Redis). */
+  of(shard: string): RedisClock {
+    let clock = this.clocks.get(shard);
+    if (!clock) {
+      if (this.clocks.size >= MAX_CLOCKS) this.clocks.clear();
+      clock = new RedisClock();
+      this.clocks.set(shard, clock);
+    }
+    return clock;
   }
 }

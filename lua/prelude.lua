@@ -1,0 +1,58 @@
+-- Composed first into every script (src/limits/stores/redis/scripts.ts): the dispatch table the
+-- algorithm files register in, then the clock helpers the entry scripts share.
+--
+-- ALGORITHMS[code] = { step, commit, refund, holds_slot }, one entry per algorithm, registered by
+-- its lua/ file under the code src/limits/algorithms/ gives it (below check.lua's SHADOW flag;
+-- test/unit/twin-constants.test.ts holds the two sides equal). p1, p2 are the algorithm's two
+-- script params; cost_arg is the limit's fourth ARGV as sent (a number, "<want>:<batch>" for a
+-- batched token bucket, or a concurrency lease id).
+--   step(key, now, p1, p2, cost_arg) -> allowed, pending (what commit writes), remaining,
+--       reset_ms, fourth, available_now, reset_now_ms. The last two are what to report when
+--       another limit of the request denies it; fourth is retry_after_ms when denied, and when
+--       allowed 0, a leaky bucket's delay_ms or a batched take's tokens.
+--   commit(key, pending, now, p1, p2, cost_arg) writes what step allowed. A post-charge is
+--       the step with p1 = math.huge (it always admits) and this commit, given the real p1.
+--   refund(key, at, current, p1, p2, units_arg) gives back what a check at `at` took, as far
+--       as it still can; returns how many things it gave back (0 or 1).
+--   holds_slot: true for an algorithm a request holds a slot of instead of being debited by
+--       its cost (concurrency): a post-charge leaves it as it is.
+-- Redis keeps no state between calls, so the table is built once per script call (a few
+-- hundred ns: one small table per algorithm); a decision costs one lookup per limit and
+-- allocates nothing per limit.
+local ALGORITHMS = {}
+
+-- How long a limit's state outlives the moment it stops mattering (the bucket full again, the
+-- window passed, the last lease expired), in ms: the key expires on its own, never while a
+-- decision could still read it.
+local STATE_TTL_SLACK_MS = 1000
+
+-- What a zero-cost check of one limit sees: remaining and reset_ms, nothing committed. Used by
+-- charge.lua (the state after a post-charge) and peek.lua (the admin API's read). Every
+-- algorithm's view is its own step at a cost of 0, so the read and the check cannot disagree.
+local function limit_view(algorithm, k, now, p1, p2)
+  return select(6, algorithm.step(k, now, p1, p2, 0))
+end
+
+-- The Redis clock in ms (microsecond precision).
+local function redis_clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+end
+
+-- The head of every deciding script's reply: Redis's clock (the gateway learns its offset from
+-- it), then 1, or 0 when the clock is past the caller's deadline (ARGV, "" for none): the
+-- gateway has answered without this script, so it must write nothing and say so.
+local function open_reply(deadline_arg)
+  local clock = redis_clock()
+  local reply = { string.format('%.17g', clock), 1 }
+  local deadline = tonumber(deadline_arg)
+  if deadline ~= nil and clock > deadline then reply[2] = 0 end
+  return reply, clock
+end
+
+-- The time a script decides at: ARGV's "now" in ms when a test passes one, else the Redis clock.
+local function script_now(arg)
+  local now = tonumber(arg)
+  if now == nil then now = redis_clock() end
+  return now
+end

@@ -1,0 +1,191 @@
+// The shared store: every decision is one EVALSHA of check.lua, so all gateway instances that
+// point at the same Redis enforce one limit together. This file composes the parts (connection,
+// batcher, replies, clocks, denial log) into the Store contract; each part says how it works.
+import type { Cluster, Redis } from "ioredis";
+import type { LimitCheck, StoreDecision } from "../../spec.js";
+import type {
+  AtOptions,
+  ChargedLimit,
+  CheckOptions,
+  Denial,
+  DenialBatch,
+  Lease,
+  Store,
+} from "../contract.js";
+import { chargeArguments, peekArguments, renewArguments } from "./arguments.js";
+import { CheckBatcher } from "./batcher.js";
+import { Boundary } from "./boundary.js";
+import { localNow, ShardClocks } from "./clock.js";
+import { defineScripts, type ScriptCommands } from "./commands.js";
+import { type ConnectionOptions, connect, isReady, waitUntilReady } from "./connection.js";
+import { checkAcrossSlots } from "./cross-slot.js";
+import { DenialTexts } from "./denial-codec.js";
+import { RedisDenialLog } from "./denial-log.js";
+import { parseChargeReply, parseScriptHeader } from "./replies.js";
+import { Slots } from "./slots.js";
+import { TopListCounts } from "./top-list.js";
+
+export type RedisStoreOptions = ConnectionOptions;
+
+export class RedisStore implements Store {
+  readonly kind = "redis";
+  readonly client: Redis | Cluster;
+  /** In a Redis Cluster a script's keys must share a slot: batches and groups are per slot. */
+  readonly clustered: boolean;
+  private readonly scripts: ScriptCommands;
+  private readonly boundary: Boundary;
+  private readonly slots: Slots;
+  private readonly clocks = new ShardClocks();
+  private readonly batcher: CheckBatcher;
+  /** Top-list counts of a cluster, written apart from the checks (top-list.ts). */
+  private readonly topCounts: TopListCounts | undefined;
+  private readonly denialLog: RedisDenialLog;
+
+  constructor(options: RedisStoreOptions) {
+    this.boundary = new Boundary(options.timeoutMs);
+    this.client = connect(options);
+    this.slots = new Slots(this.client);
+    this.clustered = this.slots.clustered;
+    this.scripts = defineScripts(this.client);
+    this.batcher = new CheckBatcher({
+      slots: this.slots,
+      clocks: this.clocks,
+      boundary: this.boundary,
+      texts: new DenialTexts(),
+      check: this.scripts.check,
+      refund: this.scripts.refund,
+    });
+    this.topCounts = this.clustered ? new TopListCounts(this.client, this.boundary) : undefined;
+    this.denialLog = new RedisDenialLog(this.client, this.boundary, this.topCounts);
+  }
+
+  /** The master serving the slot of the first key, in a cluster; "" for a single Redis. */
+  shardOf(checks: readonly LimitCheck[]): string {
+    return this.slots.shardOf(checks);
+  }
+
+  /** Coalesced per slot (batcher.ts); in a cluster a request over several slots is decided slot by slot. */
+  check(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
+    if (checks.length === 0) return Promise.resolve({ allowed: true, outcomes: [] });
+    const counts = this.topCounts;
+    // A single Redis: one slot, and check.lua counts the top list itself.
+    if (counts === undefined) return this.batcher.enqueue(0, checks, options);
+    const slot = this.slots.of(checks[0]!.key);
+    let sameSlot = true;
+    for (const c of checks) if (this.slots.of(c.key) !== slot) sameSlot = false;
+    const decided = sameSlot
+      ? this.batcher.enqueue(slot, checks, options)
+      : checkAcrossSlots({ batcher: this.batcher, slots: this.slots }, checks, options);
+    const denial = options?.denial;
+    if (!denial) return decided;
+    return decided.then((decision) => {
+      if (!decision.allowed) counts.count(denial.topKey, denial.caller);
+      return decision;
+    });
+  }
+
+  /**
+   * Post-charges are rare (one per response carrying Tollgate-Cost): not coalesced. Like a
+   * check, the script is given the deadline: a charge reported as not recorded was not.
+   */
+  charge(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
+    const deadline = localNow() + this.boundary.timeoutMs;
+    return this.perSlot(checks, deadline, (part) => {
+      const clock = this.clocks.of(this.slots.shardOfSlot(this.slots.of(part[0]!.key)));
+      const args = chargeArguments(part, { nowMs: options?.nowMs, deadline: clock.toRedis(deadline) });
+      const sentAt = localNow();
+      return this.scripts.charge(part.length, ...args).then((reply) => {
+        const header = parseScriptHeader(reply);
+        clock.sample(header.redisMs, sentAt, localNow());
+        if (header.expired) throw this.boundary.timeout();
+        return parseChargeReply(header.body, part.length);
+      });
+    });
+  }
+
+  peek(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
+    return this.perSlot(checks, localNow() + this.boundary.timeoutMs, (part) =>
+      this.scripts
+        .peek(part.length, ...peekArguments(part, options?.nowMs))
+        .then((reply) => parseChargeReply(reply, part.length)),
+    );
+  }
+
+  /**
+   * Runs a multi-key script once per slot its keys fall in (once in all on a single Redis) and
+   * puts the per-limit results back in the order of `checks`. Post-charges and admin reads need
+   * no atomicity across a caller's hash tags.
+   */
+  private perSlot(
+    checks: readonly LimitCheck[],
+    deadline: number,
+    run: (part: LimitCheck[]) => Promise<ChargedLimit[]>,
+  ): Promise<ChargedLimit[]> {
+    const out: ChargedLimit[] = new Array(checks.length);
+    const parts = [...this.slots.group(checks).values()].map((indexes) =>
+      run(indexes.map((i) => checks[i]!)).then((results) => {
+        indexes.forEach((i, j) => {
+          out[i] = results[j]!;
+        });
+      }),
+    );
+    return this.boundary.boundedUntil(deadline, Promise.all(parts)).then(() => out);
+  }
+
+  /**
+   * One ZREM per lease. A request's leases may sit under different hash tags (a `by: ip` route
+   * limit beside a client's), so they are not one multi-key script; auto-pipelining still sends
+   * them together.
+   */
+  release(leases: readonly Lease[]): Promise<void> {
+    return this.boundary
+      .bounded(Promise.all(leases.map((l) => this.client.zrem(l.key, l.leaseId))))
+      .then(() => undefined);
+  }
+
+  renew(leases: readonly Lease[], options?: AtOptions): Promise<void> {
+    const byKey = new Map<string, Lease[]>();
+    for (const l of leases) byKey.set(l.key, [...(byKey.get(l.key) ?? []), l]);
+    const renewals = [...byKey.values()].map((held) =>
+      this.scripts.renew(1, ...renewArguments(held, options?.nowMs)),
+    );
+    return this.boundary.bounded(Promise.all(renewals)).then(() => undefined);
+  }
+
+  /** One DEL per key: in a cluster a multi-key DEL must stay within one slot. */
+  reset(keys: readonly string[]): Promise<number> {
+    if (keys.length === 0) return Promise.resolve(0);
+    return this.boundary
+      .bounded(Promise.all(keys.map((k) => this.client.del(k))))
+      .then((counts) => counts.reduce((a, b) => a + b, 0));
+  }
+
+  recordDenials(batch: readonly DenialBatch[]): Promise<void> {
+    return this.denialLog.recordDenials(batch);
+  }
+
+  denials(logKey: string): Promise<Denial[]> {
+    return this.denialLog.denials(logKey);
+  }
+
+  topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]> {
+    return this.denialLog.topDenials(topKeys, n);
+  }
+
+  ping(): Promise<void> {
+    return this.client.ping().then(() => undefined, this.boundary.rethrow);
+  }
+
+  isConnected(): boolean {
+    return isReady(this.client);
+  }
+
+  waitUntilReady(timeoutMs: number): Promise<boolean> {
+    return waitUntilReady(this.client, timeoutMs);
+  }
+
+  async close(): Promise<void> {
+    await this.topCounts?.flush();
+    this.client.disconnect();
+  }
+}

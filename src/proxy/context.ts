@@ -1,0 +1,152 @@
+// What one request carries through the stages (admit → decide → respond | forward): built once
+// when it arrives, filled in by admit, read by the rest, and logged once when it ends.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { Logger } from "pino";
+import type { CompiledRoute, Runtime } from "../config/compile.js";
+import type { ProblemCode } from "../http/problem.js";
+import type { AuthFailureThrottle } from "../identity/auth-failures.js";
+import type { Caller } from "../identity/caller.js";
+import type { Peer } from "../identity/peer.js";
+import type { Limiter } from "../limits/limiter.js";
+import { type Metrics, NO_ROUTE, type RequestDecision } from "../observability/metrics.js";
+import type { SustainedDenials } from "../observability/sustained.js";
+import type { Handshake } from "./upgrade.js";
+
+/** What a request asks of the limiter: a decision, and a post-charge once the upstream answered. */
+export type RequestLimiter = Pick<Limiter, "check" | "postCharge">;
+
+/**
+ * One config generation: the runtime and the limiter built for it. The gateway swaps the whole
+ * generation by one assignment on reload; a request reads it once when it arrives and keeps it to
+ * its end (its post-charge included), so a reload never changes a request half-way.
+ */
+export interface Generation<L extends RequestLimiter = RequestLimiter> {
+  readonly runtime: Runtime;
+  readonly limiter: L;
+}
+
+/** Clocks, injected so the stages can be driven without the wall clock. */
+export interface Clock {
+  /** Epoch ms: rate-limit reset headers, the auth-failure throttle, sustained denials. */
+  now(): number;
+  /** Monotonic ms: durations (check, queue, upstream, the whole request). */
+  monotonic(): number;
+}
+
+export const SYSTEM_CLOCK: Clock = { now: Date.now, monotonic: () => performance.now() };
+
+/** What every stage shares across requests; outlives reloads. */
+export interface ProxyEnv {
+  metrics: Metrics;
+  logger: Logger;
+  /** Counts requests in flight, for a graceful shutdown. */
+  inFlight: { count: number };
+  /** Callers denied without pause (tollgate_sustained_denials). */
+  sustained: SustainedDenials;
+  /** Invalid credentials per client IP (identity.auth_failures); outlives reloads. */
+  authFailures: AuthFailureThrottle;
+  clock: Clock;
+}
+
+/** A WebSocket handshake's client socket, watched until it is answered. */
+export interface UpgradeSocket {
+  socket: Socket;
+  handshake: Handshake;
+}
+
+/**
+ * A request the gateway refuses before any limit is asked, answered with a problem from the
+ * table (respond.ts). One class, so every refusal has the same shape.
+ */
+export class Refusal {
+  constructor(
+    readonly code: ProblemCode,
+    /** The label of tollgate_requests_total and the log line. */
+    readonly decision: RequestDecision,
+    readonly detail: string,
+    /** Added to the answer (Allow, Connection: close). */
+    readonly headers?: Readonly<Record<string, string>>,
+    /** A 429's wait: Retry-After and the body's retry_after_seconds. */
+    readonly retryAfterSeconds?: number,
+  ) {}
+}
+
+/**
+ * The request. Every field exists from construction (one shape for V8); admit fills the
+ * identity ones, then an `Admitted` view is what decide and forward work with.
+ */
+export class RequestContext {
+  readonly gen: Generation;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly requestId: string;
+  readonly method: string;
+  readonly startedAt: number;
+  /** A WebSocket handshake: tunnelled instead of forwarded once admitted. */
+  readonly upgrade: UpgradeSocket | undefined;
+
+  /** The normalised path (logged), and the path + query sent upstream after its base path. */
+  path = "";
+  pathAndQuery = "";
+  route: CompiledRoute | undefined = undefined;
+  /** The route's name, or NO_ROUTE: the label of its metrics. */
+  routeName = NO_ROUTE;
+  peer: Peer | undefined = undefined;
+  /** The socket peer is a trusted proxy: its forwarding headers are believed. */
+  peerTrusted = false;
+  /** The X-Forwarded-For to extend with the peer (see upstreamRequestHeaders). */
+  forwardedFor: string | undefined = undefined;
+  /** The client's address: the peer, or what trusted proxies say it is. */
+  ip: Uint8Array | undefined = undefined;
+  ipKey = "";
+  caller: Caller | undefined = undefined;
+  /** The header the caller was identified by, for `hide_credentials`. */
+  credentialHeader: string | undefined = undefined;
+  exempt = false;
+  /**
+   * Set while an `Expect: 100-continue` request waits for its 100: whether its connection may
+   * be kept alive once admitted (it is marked to close until then).
+   */
+  keepAliveAfterContinue: boolean | undefined = undefined;
+  /** Added to whatever the client gets: request id, rate-limit headers, X-RateLimit-Degraded. */
+  readonly responseHeaders: Record<string, string>;
+
+  // The log line and metrics (respond.ts `complete`).
+  decision: RequestDecision = "allowed";
+  status = 0;
+  /** When the limiter was asked (monotonic ms), for check_ms. */
+  checkStartedAt = 0;
+  checkMs: number | undefined = undefined;
+  /** How long a leaky bucket held the request before forwarding it. */
+  queuedMs: number | undefined = undefined;
+  upstreamMs: number | undefined = undefined;
+  /** Set once the request is answered and counted, so nothing counts it twice. */
+  done = false;
+
+  constructor(
+    gen: Generation,
+    req: IncomingMessage,
+    res: ServerResponse,
+    requestId: string,
+    startedAt: number,
+    upgrade?: UpgradeSocket,
+  ) {
+    this.gen = gen;
+    this.req = req;
+    this.res = res;
+    this.requestId = requestId;
+    this.method = req.method ?? "GET";
+    this.startedAt = startedAt;
+    this.upgrade = upgrade;
+    this.responseHeaders = { "x-request-id": requestId };
+  }
+}
+
+/** A request admit let through: its route, peer, address and caller are known. */
+export type Admitted = RequestContext & {
+  readonly route: CompiledRoute;
+  readonly peer: Peer;
+  readonly ip: Uint8Array;
+  readonly caller: Caller;
+};

@@ -1,0 +1,124 @@
+// Every answer the gateway gives itself (refusals, 429, 503, 500), each a problem from the table
+// (http/problem.ts), and the one place a request ends: counted once and logged in one line.
+import { problemFor, sendProblem } from "../http/problem.js";
+import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
+import type { DegradedReason, DeniedDecision } from "../limits/decision.js";
+import type { RequestDecision } from "../observability/metrics.js";
+import type { ProxyEnv, Refusal, RequestContext } from "./context.js";
+
+type RespondEnv = Pick<ProxyEnv, "metrics" | "logger" | "inFlight" | "clock">;
+
+const DEGRADED_WHY: Record<DegradedReason, string> = {
+  timeout: "the limit store did not answer in time",
+  connection: "the limit store is unreachable",
+  script: "the limit store refused the check",
+  breaker_open: "the limit store is failing and is not being asked for a while",
+};
+
+/** Answers a refusal with its problem (and, for a 429, Retry-After). */
+export function refuse(env: RespondEnv, ctx: RequestContext, refusal: Refusal): void {
+  const headers = ctx.responseHeaders;
+  if (refusal.headers) Object.assign(headers, refusal.headers);
+  const problem = problemFor(refusal.code, refusal.detail);
+  if (refusal.retryAfterSeconds !== undefined) {
+    headers["retry-after"] = String(refusal.retryAfterSeconds);
+    problem.retry_after_seconds = refusal.retryAfterSeconds;
+  }
+  answer(env, ctx, refusal.decision, problem, headers);
+}
+
+/** A limit denied the request: 429 with Retry-After, the rate-limit headers and what denied it. */
+export function tooMany(env: RespondEnv, ctx: RequestContext, decision: DeniedDecision): void {
+  const headers = ctx.responseHeaders;
+  const retryAfter = ceilSeconds(decision.retryAfterMs, 1);
+  rateLimitHeaders(decision.applied, ctx.gen.runtime.headerStyles, env.clock.now(), headers);
+  headers["retry-after"] = String(retryAfter);
+  const violated = decision.violated;
+  let described = "";
+  const names: string[] = [];
+  for (let i = 0; i < violated.length; i++) {
+    const v = violated[i]!;
+    // A local share (on_failure: local, the store away) is described as what denied, not as
+    // the shared limit it stands in for.
+    described += (i ? "; " : "") + v.limit.description;
+    names.push(v.spec.name);
+  }
+  const problem = problemFor(
+    "quota_exceeded",
+    `Rate limit exceeded: ${described}. Retry in ${retryAfter} s.`,
+  );
+  problem["violated-policies"] = names;
+  problem.retry_after_seconds = retryAfter;
+  answer(env, ctx, "limited", problem, headers);
+}
+
+/** The store cannot decide and the route fails closed: 503, retry in a second. */
+export function unavailable(env: RespondEnv, ctx: RequestContext, reason: DegradedReason): void {
+  const headers = ctx.responseHeaders;
+  headers["retry-after"] = "1";
+  const problem = problemFor(
+    "temporary_reduced_capacity",
+    `Rate limits cannot be checked right now (${DEGRADED_WHY[reason]}), and this route fails closed. Retry shortly.`,
+  );
+  problem.retry_after_seconds = 1;
+  answer(env, ctx, "degraded_closed", problem, headers);
+}
+
+/**
+ * A bug or an unexpected throw: 500 (or the response cut if it started). Only the request id
+ * goes with it; the rate-limit headers a stage may have set describe an answer never given.
+ */
+export function failed(env: RespondEnv, ctx: RequestContext): void {
+  answer(
+    env,
+    ctx,
+    "internal_error",
+    problemFor("internal_error", "the gateway failed to handle this request"),
+    { "x-request-id": ctx.requestId },
+  );
+}
+
+function answer(
+  env: RespondEnv,
+  ctx: RequestContext,
+  decision: RequestDecision,
+  problem: ReturnType<typeof problemFor>,
+  headers: Record<string, string>,
+): void {
+  ctx.decision = decision;
+  ctx.status = problem.status;
+  sendProblem(ctx.res, problem, headers);
+  complete(env, ctx);
+}
+
+/** The request has ended: out of the in-flight count, counted, and logged in one line. */
+export function complete(env: RespondEnv, ctx: RequestContext): void {
+  if (ctx.done) return;
+  ctx.done = true;
+  env.inFlight.count--;
+  env.metrics.countRequest(ctx.routeName, ctx.decision);
+  if (!ctx.gen.runtime.config.log.requests) return;
+  const caller = ctx.caller;
+  env.logger.info(
+    {
+      request_id: ctx.requestId,
+      method: ctx.method,
+      path: ctx.path,
+      route: ctx.routeName || null,
+      caller_kind: caller?.kind ?? null,
+      caller_id: caller === undefined ? null : caller.kind === "client" ? caller.id : caller.ipKey,
+      decision: ctx.decision,
+      status: ctx.status,
+      check_ms: ctx.checkMs,
+      queued_ms: ctx.queuedMs,
+      upstream_ms: ctx.upstreamMs,
+      duration_ms: roundMs(env.clock.monotonic() - ctx.startedAt),
+    },
+    "request",
+  );
+}
+
+/** Milliseconds to two decimals, as the log line writes them. */
+export function roundMs(ms: number): number {
+  return Math.round(ms * 100) / 100;
+}

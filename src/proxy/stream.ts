@@ -1,0 +1,243 @@
+// Streams one request to its upstream and the response back, on undici's dispatch API: no
+// intermediate streams, backpressure passed through (a slow client pauses the upstream read),
+// and a client that goes away aborts the upstream request.
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import { Readable } from "node:stream";
+import type { Dispatcher, Pool } from "undici";
+import type { CompiledUpstream } from "../config/compile.js";
+import { type Problem, problemFor, sendProblem } from "../http/problem.js";
+import { writeUpstreamHead } from "./headers.js";
+
+export type UpstreamFailure = "timeout" | "connect_timeout" | "refused" | "reset" | "error";
+
+export interface ForwardResult {
+  status: number;
+  failure?: UpstreamFailure;
+  /** The client went away before the response was complete. */
+  clientGone?: boolean;
+}
+
+/**
+ * What happens around one forwarded response, layered the way undici layers interceptors: each
+ * per-response concern (releasing leases, a post-charge, the log line) is a handler that does
+ * its part and hands on to the next (response-handlers.ts).
+ */
+export interface ForwardHandler {
+  /**
+   * The upstream's response headers, before anything reaches the client; a promise holds the
+   * response (upstream paused, early body chunks kept) until it settles. Post-charges use it so
+   * the debit is committed before the client sees the response.
+   */
+  onResponseHead(headers: IncomingHttpHeaders): Promise<unknown> | null;
+  /** Called once: the response is complete, it failed, or the client went away. */
+  onDone(result: ForwardResult): void;
+}
+
+export interface ForwardRequest {
+  pool: Pool;
+  upstream: CompiledUpstream;
+  req: IncomingMessage;
+  res: ServerResponse;
+  method: string;
+  path: string;
+  headers: string[];
+  withBody: boolean;
+  /** Added to the client response (rate-limit headers, request id). */
+  responseHeaders: Record<string, string>;
+  /** Largest request body in bytes, counted while streaming (route max_body). */
+  maxBody?: number;
+  handler: ForwardHandler;
+}
+
+class BodyTooLargeError extends Error {
+  constructor(readonly maxBody: number) {
+    super(`the request body is larger than ${maxBody} bytes`);
+    this.name = "BodyTooLargeError";
+  }
+}
+
+/**
+ * The request body, cut off as soon as it passes `maxBody`: what Content-Length cannot promise
+ * (a chunked body) is counted as it streams, and the upstream request is aborted at the limit.
+ */
+async function* cappedBody(req: IncomingMessage, maxBody: number, onExceeded: () => void) {
+  let seen = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    seen += chunk.length;
+    if (seen > maxBody) {
+      onExceeded();
+      throw new BodyTooLargeError(maxBody);
+    }
+    yield chunk;
+  }
+}
+
+const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+
+export function classifyUpstreamError(err: unknown): UpstreamFailure {
+  const code = (err as { code?: string }).code;
+  if (code === "UND_ERR_CONNECT_TIMEOUT") return "connect_timeout";
+  if (code && TIMEOUT_CODES.has(code)) return "timeout";
+  if (code === "ECONNREFUSED") return "refused";
+  if (code === "ECONNRESET" || code === "UND_ERR_SOCKET" || code === "EPIPE") return "reset";
+  return "error";
+}
+
+export function upstreamProblem(failure: UpstreamFailure, upstream: CompiledUpstream): Problem {
+  switch (failure) {
+    case "timeout":
+      return problemFor(
+        "upstream_timeout",
+        `upstream "${upstream.name}" did not answer within ${upstream.timeoutMs} ms`,
+      );
+    case "connect_timeout":
+      return problemFor(
+        "upstream_timeout",
+        `upstream "${upstream.name}" did not accept a connection within ${upstream.connectTimeoutMs} ms`,
+      );
+    case "refused":
+      return problemFor("upstream_unreachable", `upstream "${upstream.name}" refused the connection`);
+    case "reset":
+      return problemFor(
+        "upstream_unreachable",
+        `upstream "${upstream.name}" closed the connection before answering`,
+      );
+    default:
+      return problemFor("upstream_unreachable", `upstream "${upstream.name}" could not be reached`);
+  }
+}
+
+class ClientGoneError extends Error {
+  constructor() {
+    super("the client closed the connection");
+    this.name = "ClientGoneError";
+  }
+}
+
+export function streamUpstream(f: ForwardRequest): void {
+  const { res } = f;
+  let controller: Dispatcher.DispatchController | null = null;
+  let status = 0;
+  let done = false;
+  const finish = (result: ForwardResult) => {
+    if (done) return;
+    done = true;
+    f.handler.onDone(result);
+  };
+  const onClientClose = () => {
+    if (res.writableFinished) return;
+    controller?.abort(new ClientGoneError());
+    finish({ status: status || 499, clientGone: true });
+  };
+  res.once("close", onClientClose);
+  const resume = () => controller?.resume();
+  // While onResponseHead's promise is pending: body chunks that already arrived, and whether the
+  // upstream response already ended.
+  let held: Buffer[] | null = null;
+  let tooLarge = false;
+  let endedWhileHeld = false;
+  const endResponse = () => {
+    res.end();
+    res.off("close", onClientClose);
+    finish({ status });
+  };
+
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart(c) {
+      controller = c;
+      if (res.destroyed) c.abort(new ClientGoneError());
+    },
+    onResponseStart(c, statusCode, headers) {
+      if (statusCode < 200) return; // 1xx: Node answers 100-continue to the client itself
+      status = statusCode;
+      const writeHead = () => writeUpstreamHead(res, statusCode, headers, f.responseHeaders);
+      const hold = f.handler.onResponseHead(headers);
+      if (!hold) {
+        writeHead();
+        return;
+      }
+      held = [];
+      c.pause();
+      void hold.finally(() => {
+        if (res.destroyed) return;
+        writeHead();
+        const chunks = held ?? [];
+        held = null;
+        for (const chunk of chunks) res.write(chunk);
+        if (endedWhileHeld) endResponse();
+        else c.resume();
+      });
+    },
+    onResponseData(c, chunk) {
+      if (held) {
+        held.push(chunk);
+        return;
+      }
+      if (!res.write(chunk)) {
+        c.pause();
+        res.once("drain", resume);
+      }
+    },
+    onResponseEnd() {
+      if (held) {
+        endedWhileHeld = true;
+        return;
+      }
+      endResponse();
+    },
+    onResponseError(_c, err) {
+      if (tooLarge && !res.headersSent) {
+        res.off("close", onClientClose);
+        // The rest of the body is never read: close the connection after the answer.
+        f.responseHeaders.connection = "close";
+        sendProblem(
+          res,
+          problemFor(
+            "body_too_large",
+            `the request body is larger than ${f.maxBody} bytes, this route's max_body`,
+          ),
+          f.responseHeaders,
+        );
+        finish({ status: 413 });
+        return;
+      }
+      if (err instanceof ClientGoneError || res.destroyed) {
+        finish({ status: status || 499, clientGone: true });
+        return;
+      }
+      const failure = classifyUpstreamError(err);
+      res.off("close", onClientClose);
+      if (res.headersSent) {
+        // Mid-body failure: the status is already on the wire; cutting the connection is the
+        // only way to tell the client the body is incomplete.
+        res.destroy(err);
+        finish({ status, failure });
+        return;
+      }
+      const problem = upstreamProblem(failure, f.upstream);
+      sendProblem(res, problem, f.responseHeaders);
+      finish({ status: problem.status, failure });
+    },
+  };
+
+  f.pool.dispatch(
+    {
+      path: f.path,
+      method: f.method,
+      headers: f.headers,
+      body: !f.withBody
+        ? null
+        : f.maxBody === undefined
+          ? f.req
+          : Readable.from(
+              cappedBody(f.req, f.maxBody, () => {
+                tooLarge = true;
+              }),
+              { objectMode: false },
+            ),
+      headersTimeout: f.upstream.timeoutMs,
+      bodyTimeout: f.upstream.timeoutMs,
+    },
+    handler,
+  );
+}

@@ -1,0 +1,99 @@
+// The Lua entry scripts dispatch through the algorithm table (lua/prelude.lua), each limit to its
+// algorithm's entry. Run directly: a refund gives back exactly what a check took, for every
+// algorithm; a code no algorithm registered is refused by the deciding scripts (and skipped by
+// the best-effort refund), never read as some other algorithm.
+import { describe, expect, it } from "vitest";
+import { ALGORITHMS } from "../../src/limits/algorithms/index.js";
+import type { LimitSpec } from "../../src/limits/spec.js";
+import {
+  CHARGE_SCRIPT,
+  CHECK_SCRIPT,
+  PEEK_SCRIPT,
+  REFUND_SCRIPT,
+} from "../../src/limits/stores/redis/scripts.js";
+import { redisStores } from "../support/redis-stores.js";
+import { freshKey } from "./suite.js";
+
+const env = redisStores(1000);
+
+const SPECS: LimitSpec[] = [
+  { algorithm: "token_bucket", name: "t.tb", burst: 5, intervalMs: 1000 },
+  { algorithm: "fixed_window", name: "t.fw", limit: 5, windowMs: 60_000 },
+  { algorithm: "sliding_window", name: "t.sw", limit: 5, windowMs: 60_000 },
+  { algorithm: "sliding_window_counter", name: "t.swc", limit: 5, windowMs: 60_000 },
+  { algorithm: "leaky_bucket", name: "t.lb", queue: 4, intervalMs: 1000 },
+  { algorithm: "concurrency", name: "t.c", maxInFlight: 5, leaseMs: 60_000 },
+];
+
+const evalScript = (script: string, keys: string[], args: (string | number)[]) =>
+  env.redis.client.call("EVAL", script, keys.length, ...keys, ...args);
+
+async function redisNow(): Promise<number> {
+  const [seconds, micros] = await env.redis.client.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** What a zero-cost check of `spec` sees at `now`: remaining. */
+async function remaining(key: string, spec: LimitSpec, now: number): Promise<number> {
+  const algorithm = ALGORITHMS[spec.algorithm];
+  const reply = (await evalScript(
+    PEEK_SCRIPT,
+    [key],
+    [now, algorithm.code, ...algorithm.scriptParams(spec)],
+  )) as number[];
+  return reply[0]!;
+}
+
+describe("the scripts dispatch each limit to its algorithm", () => {
+  it.each(SPECS.map((s) => [s.algorithm, s] as const))(
+    "%s: a refund gives back what a check took",
+    async (_name, spec) => {
+      const key = freshKey(spec.name);
+      const algorithm = ALGORITHMS[spec.algorithm];
+      const [p1, p2] = algorithm.scriptParams(spec);
+      const cost = spec.algorithm === "concurrency" ? "lease-1" : 2;
+      const now = await redisNow();
+      const full = await remaining(key, spec, now);
+      const decided = (await evalScript(
+        CHECK_SCRIPT,
+        [key],
+        [1, "", now, 1, 0, "", algorithm.code, p1, p2, cost],
+      )) as unknown[];
+      expect(decided.slice(1, 4)).toEqual([1, 1, 1]);
+      expect(await remaining(key, spec, now)).toBeLessThan(full);
+      expect(await evalScript(REFUND_SCRIPT, [key], [now, algorithm.code, p1, p2, cost])).toBe(1);
+      expect(await remaining(key, spec, now)).toBe(full);
+    },
+  );
+
+  it("a refund skips a code it does not know and still gives back the others", async () => {
+    const [unknown, bucket] = [freshKey("refund-unknown"), freshKey("refund-bucket")];
+    const now = await redisNow();
+    await evalScript(CHECK_SCRIPT, [bucket], [1, "", now, 1, 0, "", 1, 5, 1000, 2]);
+    const given = await evalScript(
+      REFUND_SCRIPT,
+      [unknown, bucket],
+      [now, 99, 5, 1000, 2, now, 1, 5, 1000, 2],
+    );
+    expect(given).toBe(1);
+    expect(await env.redis.client.exists(bucket)).toBe(0);
+  });
+
+  it.each([
+    ["check", CHECK_SCRIPT, (code: number) => [1, "", "", 1, 0, "", code, 5, 1000, 1]],
+    ["charge", CHARGE_SCRIPT, (code: number) => ["", "", code, 5, 1000, 1]],
+    ["peek", PEEK_SCRIPT, (code: number) => ["", code, 5, 1000]],
+  ] as const)(
+    "%s refuses a code no algorithm registered, shadow flag or not",
+    async (_name, script, args) => {
+      const key = freshKey("bad-code");
+      await expect(evalScript(script, [key], [...args(99)])).rejects.toThrow("TOLLGATE_BAD_ALGORITHM 99");
+      if (script === CHECK_SCRIPT) {
+        await expect(evalScript(script, [key], [...args(99 + 16)])).rejects.toThrow(
+          "TOLLGATE_BAD_ALGORITHM 115",
+        );
+      }
+      expect(await env.redis.client.exists(key)).toBe(0);
+    },
+  );
+});

@@ -1,0 +1,166 @@
+// The KEYS and ARGV of each script call, as the lua/ files document them at their top.
+import { describe, expect, it } from "vitest";
+import type { LimitCheck, StoreDecision } from "../../src/limits/spec.js";
+import {
+  chargeArguments,
+  checkArguments,
+  denialKeyCount,
+  peekArguments,
+  refundArguments,
+  renewArguments,
+} from "../../src/limits/stores/redis/arguments.js";
+import { SHADOW_FLAG } from "../../src/limits/stores/redis/scripts.js";
+
+const bucket: LimitCheck = {
+  key: "t:{c:a}:p.b",
+  spec: { algorithm: "token_bucket", name: "p.b", burst: 5, intervalMs: 100 },
+  cost: 2,
+};
+const shadow: LimitCheck = {
+  key: "t:{c:a}:p.w",
+  spec: { algorithm: "fixed_window", name: "p.w", limit: 10, windowMs: 60_000, shadow: true },
+  cost: 1,
+};
+const slots: LimitCheck = {
+  key: "t:{c:a}:p.s",
+  spec: { algorithm: "concurrency", name: "p.s", maxInFlight: 2, leaseMs: 1000 },
+  cost: 3,
+  leaseId: "lease-1",
+};
+
+describe("check.lua arguments", () => {
+  it("lays out KEYS per request (limits, then log and top bucket), then the batch and each request", () => {
+    const recorded = {
+      checks: [bucket, shadow],
+      nowMs: 5,
+      logKey: "log",
+      topKey: "top",
+      denialText: "c\tr\tp.b\tp.w",
+    };
+    const logOnly = {
+      checks: [slots],
+      nowMs: undefined,
+      logKey: "log2",
+      topKey: "",
+      denialText: "c\tr\tp.s",
+    };
+    const plain = {
+      checks: [{ ...bucket, batch: 4 }],
+      nowMs: undefined,
+      logKey: undefined,
+      topKey: "",
+      denialText: "",
+    };
+    expect([recorded, logOnly, plain].map(denialKeyCount)).toEqual([2, 1, 0]);
+    expect(checkArguments([recorded, logOnly, plain], 1234.5)).toEqual([
+      bucket.key,
+      shadow.key,
+      "log",
+      "top",
+      slots.key,
+      "log2",
+      bucket.key,
+      3,
+      1234.5,
+      5,
+      2,
+      2,
+      "c\tr\tp.b\tp.w",
+      1,
+      5,
+      100,
+      2,
+      2 + SHADOW_FLAG,
+      10,
+      60_000,
+      1,
+      "",
+      1,
+      1,
+      "c\tr\tp.s",
+      6,
+      2,
+      1000,
+      "lease-1",
+      "",
+      1,
+      0,
+      "",
+      1,
+      5,
+      100,
+      "2:4",
+    ]);
+    expect(checkArguments([plain], undefined).slice(1, 3)).toEqual([1, ""]);
+  });
+});
+
+describe("charge, peek and renew arguments", () => {
+  it("charge.lua: keys, now, deadline, then four per limit without the shadow flag", () => {
+    expect(chargeArguments([bucket, shadow], { nowMs: undefined, deadline: 99 })).toEqual([
+      bucket.key,
+      shadow.key,
+      "",
+      99,
+      1,
+      5,
+      100,
+      2,
+      2,
+      10,
+      60_000,
+      1,
+    ]);
+  });
+
+  it("peek.lua: keys, now, then code and params per limit", () => {
+    expect(peekArguments([bucket, slots], 7)).toEqual([bucket.key, slots.key, 7, 1, 5, 100, 6, 2, 1000]);
+  });
+
+  it("renew.lua: one key, now, the lease length, the lease ids", () => {
+    const held = [
+      { key: "k", leaseId: "a", leaseMs: 500 },
+      { key: "k", leaseId: "b", leaseMs: 500 },
+    ];
+    expect(renewArguments(held, undefined)).toEqual(["k", "", 500, "a", "b"]);
+  });
+});
+
+describe("refund.lua arguments", () => {
+  const allowed = (n: number, extra: object = {}): StoreDecision => ({
+    allowed: true,
+    outcomes: Array.from({ length: n }, () => ({
+      allowed: true,
+      remaining: 0,
+      resetMs: 0,
+      retryAfterMs: 0,
+      ...extra,
+    })),
+  });
+
+  it("gives back the units and leases of allowed requests, at the time they were decided", () => {
+    expect(refundArguments([{ checks: [bucket, slots], decision: allowed(2), at: "17.5" }])).toEqual({
+      keys: [bucket.key, slots.key],
+      args: ["17.5", 1, 5, 100, 2, "17.5", 6, 2, 1000, "lease-1"],
+    });
+  });
+
+  it("a batched take gives back what it took; a denied request or a denying shadow limit nothing", () => {
+    const batched = { ...bucket, batch: 4 };
+    expect(refundArguments([{ checks: [batched], decision: allowed(1, { taken: 3 }), at: 1 }])?.args).toEqual(
+      [1, 1, 5, 100, 3],
+    );
+    const denied: StoreDecision = { ...allowed(1), allowed: false };
+    expect(refundArguments([{ checks: [bucket], decision: denied, at: 1 }])).toBeUndefined();
+    const shadowDenied: StoreDecision = {
+      allowed: true,
+      outcomes: [
+        { allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0 },
+        { allowed: false, remaining: 0, resetMs: 0, retryAfterMs: 5 },
+      ],
+    };
+    expect(refundArguments([{ checks: [bucket, shadow], decision: shadowDenied, at: 1 }])?.keys).toEqual([
+      bucket.key,
+    ]);
+  });
+});
