@@ -200,6 +200,23 @@ const CONVERSATIONS = {
       onClose: (text) =>
         /^HTTP\/1\.1 (401|429)/.test(text) ? "held (answered and closed)" : `unexpected ${text.slice(0, 12)}`,
     }),
+  // A reset (RST) before the answer: Node leaves an upgraded or CONNECT socket without an error
+  // handler, and one uncaught ECONNRESET used to end the process. The soak fails when it exits.
+  "reset handshake": () =>
+    new Promise((resolve) => {
+      const socket = connect(port, "127.0.0.1");
+      socket.on("error", () => {});
+      socket.on("close", () => {
+        count("reset handshake → held (reset sent)");
+        resolve();
+      });
+      socket.write(
+        [WS("/ws", "good-key"), WS("/ws", "bad-key"), WS("/ws"), "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n"][
+          Math.floor(Math.random() * 4)
+        ],
+      );
+      setTimeout(() => socket.resetAndDestroy(), Math.floor(Math.random() * 3));
+    }),
   "half-closed tunnel": () =>
     converse("half-closed tunnel", {
       first: WS("/ws", "good-key"),

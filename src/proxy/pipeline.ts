@@ -177,11 +177,22 @@ export function createPipeline(deps: PipelineDeps) {
   };
 }
 
-/** A response written straight to a socket Node handed over, closed once answered. */
+/**
+ * A response written straight to a socket Node handed over, closed once answered. Node removed
+ * its own error handler from that socket when it handed it over: without ours, a client that
+ * resets the connection before the answer (ECONNRESET on a read or on the answer's write) is an
+ * uncaught error, and the whole process exits. The socket is destroyed instead; its response's
+ * 'close' ends the request like any client that went away. A tunnel adds its own handlers later.
+ */
 function socketResponse(req: IncomingMessage, socket: Socket): ServerResponse {
+  socket.on("error", destroyOnError);
   const res = new ServerResponse(req);
   res.assignSocket(socket);
   res.shouldKeepAlive = false;
   res.once("finish", () => closeAfterAnswer(socket));
   return res;
+}
+
+function destroyOnError(this: Socket): void {
+  this.destroy();
 }

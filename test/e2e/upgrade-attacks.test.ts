@@ -300,3 +300,50 @@ describe("tunnels end (13.3)", () => {
     c.socket.destroy();
   });
 });
+
+describe("a handshake reset by its client before the answer", () => {
+  it("costs that connection only: the process stays up, its fds come back, the next request is served", async () => {
+    const baseline = gatewayFds();
+    // Node removes its own socket error handler from a socket it hands to an 'upgrade' or
+    // 'connect' listener: a reset (RST) on one with no listener of ours was an uncaught error,
+    // and the whole gateway exited.
+    const cases = [
+      wsHandshake("/open/x", "no-such-key"), // on its way to a 401
+      wsHandshake("/open/hang"), // admitted, the upstream never answers
+      wsHandshake("/open/x"), // admitted and tunnelled
+      "GET /open/x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", // no key
+      "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+    ];
+    for (let round = 0; round < 4; round++) {
+      const resets = cases.map((bytes, i) => {
+        const c = rawConnection();
+        c.socket.write(bytes);
+        return new Promise<void>((r) =>
+          setTimeout(
+            () => {
+              c.socket.resetAndDestroy();
+              r();
+            },
+            (round + i) % 3,
+          ),
+        );
+      });
+      await Promise.all(resets);
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    expect(gw.child.exitCode).toBeNull();
+    let fds = gatewayFds();
+    const until = Date.now() + 5000;
+    while (fds > baseline + 2 && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 100));
+      fds = gatewayFds();
+    }
+    expect(fds).toBeLessThanOrEqual(baseline + 2);
+    const next = rawConnection();
+    next.socket.write(
+      "GET /open/after HTTP/1.1\r\nHost: x\r\nx-api-key: key-alice\r\nConnection: close\r\n\r\n",
+    );
+    expect(await next.waitFor(() => next.state.ended)).toBe(true);
+    expect(next.state.text).toMatch(/^HTTP\/1\.1 200 /);
+  });
+});
