@@ -1,8 +1,11 @@
-// Who is calling: an API key's client, or an anonymous caller known by IP.
-import { createHash, hash } from "node:crypto";
+// Who is calling: the identity sources asked in their order of precedence, and what they answer.
+// Each source is one file (api-key.ts, jwt.ts); a caller no source claims is anonymous by IP
+// (anonymous.ts).
 import type { IncomingHttpHeaders } from "node:http";
-import type { CompiledClient, CompiledPlan, Runtime } from "../config/compile.js";
-import type { JwtResult } from "./jwt.js";
+import type { CompiledPlan, Runtime } from "../config/compile.js";
+import { identifyAnonymous } from "./anonymous.js";
+import { apiKeyBearer, apiKeyHeader } from "./api-key.js";
+import { jwtBearer } from "./jwt.js";
 
 export type Caller =
   | { kind: "client"; id: string; plan: CompiledPlan; tenant: string | undefined; ipKey: string }
@@ -34,155 +37,61 @@ export function isBadCredential(reason: IdentificationFailure): boolean {
 }
 
 /**
- * JWT callers are a namespace of their own: `sub: bob` is `jwt:bob`, never the API-key client
- * `bob`, so a token cannot inherit a key client's exemption, deny entry, limits or name. Config
- * client ids cannot start with it (the schema refuses them).
+ * One way a caller proves who they are. A source reads only the runtime it is given (its
+ * settings and caches hang off `Runtime`), so a reload changes it by swapping the runtime.
  */
-export const JWT_CLIENT_PREFIX = "jwt:";
-
-const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
-/** Any Authorization in the Bearer scheme, readable or not. */
-const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
-
-/** The API key a request presents, or undefined; an array means the header was sent twice. */
-export function presentedKey(headers: IncomingHttpHeaders, rt: Runtime): string | string[] | undefined {
-  const value = headers[rt.identity.header];
-  if (value !== undefined) return value;
-  if (!rt.identity.bearer) return undefined;
-  const auth = headers.authorization;
-  if (!auth) return undefined;
-  return BEARER.exec(auth)?.[1];
+export interface IdentitySource {
+  /**
+   * Whether the request carries this source's credential, readable or not: what the
+   * `auth_failures` throttle guards and `hide_credentials` strips. Must not allocate.
+   */
+  presents(headers: IncomingHttpHeaders, rt: Runtime): boolean;
+  /**
+   * undefined: not this source's request, ask the next one. Otherwise the answer, final even when
+   * it is a failure or (an unknown key under `on_unknown: anonymous`) the anonymous caller. A
+   * promise only where the work is asynchronous (a JWT not verified before).
+   */
+  identify(
+    headers: IncomingHttpHeaders,
+    ipKey: string,
+    rt: Runtime,
+  ): Identification | Promise<Identification> | undefined;
 }
-
-/** Whether the request presents a credential this gateway reads (what `auth_failures` guards). */
-export function presentsCredential(headers: IncomingHttpHeaders, rt: Runtime): boolean {
-  if (headers[rt.identity.header] !== undefined) return true;
-  return (
-    (rt.identity.bearer || rt.identity.jwt !== undefined) &&
-    headers.authorization !== undefined &&
-    BEARER_SCHEME.test(headers.authorization)
-  );
-}
-
-/** crypto.hash is one call without a Hash object (Node ≥ 20.12); fall back where it is missing. */
-const sha256Hex: (text: string) => string =
-  typeof hash === "function"
-    ? (text) => hash("sha256", text, "hex")
-    : (text) => createHash("sha256").update(text).digest("hex");
 
 /**
- * Presented key → client, for valid keys only, so the sha256 is computed once per key rather
- * than per request. Bounded (invalid keys never enter, so a flood of random keys cannot grow
- * it) and owned by one runtime, so a reload that revokes a key also forgets it here.
+ * The first source that claims the request answers it:
+ * - the API key header wins over Authorization: a request that carries both is the key's
+ *   client, and its Authorization header goes upstream unread;
+ * - a Bearer token is a JWT when the config has identity.jwt, unless API keys may also come as
+ *   bearer tokens and this one does not look like a JWT: then, and whenever there is no
+ *   identity.jwt, it is an API key if `bearer: true`;
+ * - an `Authorization: Bearer` that a configured Bearer source cannot parse is a 401 from it;
+ *   other schemes (Basic, Digest, …) are the upstream's and no source claims them.
  */
-const KEY_CACHE_MAX = 10_000;
-const keyCaches = new WeakMap<Runtime, Map<string, CompiledClient>>();
-
-function lookupClient(rt: Runtime, key: string): CompiledClient | undefined {
-  let cache = keyCaches.get(rt);
-  if (!cache) {
-    cache = new Map();
-    keyCaches.set(rt, cache);
-  }
-  const cached = cache.get(key);
-  if (cached) return cached;
-  const client = rt.clientsByKeyHash.get(sha256Hex(key));
-  if (client) {
-    if (cache.size >= KEY_CACHE_MAX) cache.clear();
-    cache.set(key, client);
-  }
-  return client;
-}
-
-/** Three base64url segments: what a compact JWS looks like, as opposed to an opaque API key. */
-const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+const PRECEDENCE: readonly IdentitySource[] = [apiKeyHeader, jwtBearer, apiKeyBearer];
 
 /**
- * Who is calling. The API key header wins over a JWT: a request that carries both is the key's
- * client, and its Authorization header goes upstream unread. A bearer token is a JWT when the
- * config has identity.jwt, unless API keys may also come as bearer tokens and this one does not
- * look like a JWT. Resolves synchronously except for a JWT not verified before.
- *
- * An `Authorization: Bearer` this gateway reads (bearer keys or JWTs configured) but cannot parse
- * (`Bearer a b`, `Bearer` alone) is a 401: falling through to anonymous would forward a
- * credential nobody checked. Other schemes (Basic, Digest, …) are the upstream's and pass unread.
+ * Who is calling: the precedence's answer, or the anonymous caller keyed by IP when no source
+ * claims the request. Synchronous except for a JWT not verified before.
  */
 export function identifyCaller(
   headers: IncomingHttpHeaders,
   ipKey: string,
   rt: Runtime,
 ): Identification | Promise<Identification> {
-  const jwt = rt.identity.jwt;
-  const auth = headers.authorization;
-  if (headers[rt.identity.header] === undefined && auth !== undefined && (jwt || rt.identity.bearer)) {
-    const token = BEARER.exec(auth)?.[1];
-    if (token === undefined && BEARER_SCHEME.test(auth)) {
-      return {
-        ok: false,
-        reason: "malformed_credential",
-        detail: "the Authorization header is not a readable Bearer credential (expected: Bearer <token>)",
-      };
-    }
-    if (jwt && token !== undefined && (!rt.identity.bearer || JWT_SHAPE.test(token))) {
-      return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
-    }
+  // Indexed loops here and below: on the hot path, and nothing to allocate even before V8
+  // optimises the function (for…of asks the array for an iterator).
+  for (let i = 0; i < PRECEDENCE.length; i++) {
+    const answer = PRECEDENCE[i]!.identify(headers, ipKey, rt);
+    if (answer !== undefined) return answer;
   }
-  return identifyByKey(headers, ipKey, rt);
+  return identifyAnonymous(ipKey, rt);
 }
 
-function jwtCaller(result: JwtResult, ipKey: string, rt: Runtime): Identification {
-  if (!result.ok) return { ok: false, reason: "invalid_jwt", detail: result.detail };
-  const { client, tenant, plan: planName } = result.identity;
-  const name = planName ?? rt.identity.jwtDefaultPlan;
-  const plan = name === undefined ? undefined : rt.plans.get(name);
-  if (!plan) {
-    return {
-      ok: false,
-      reason: "invalid_jwt",
-      detail:
-        name === undefined
-          ? "the JWT names no plan and this gateway has no default plan for tokens"
-          : `the JWT names plan "${name}", which this gateway does not have`,
-    };
+/** Whether the request presents a credential this gateway reads (what `auth_failures` guards). */
+export function presentsCredential(headers: IncomingHttpHeaders, rt: Runtime): boolean {
+  for (let i = 0; i < PRECEDENCE.length; i++) {
+    if (PRECEDENCE[i]!.presents(headers, rt)) return true;
   }
-  return {
-    ok: true,
-    caller: { kind: "client", id: JWT_CLIENT_PREFIX + client, plan, tenant, ipKey },
-    credentialHeader: "authorization",
-  };
-}
-
-function identifyByKey(headers: IncomingHttpHeaders, ipKey: string, rt: Runtime): Identification {
-  const key = presentedKey(headers, rt);
-  if (Array.isArray(key)) {
-    return { ok: false, reason: "ambiguous_key", detail: `send the ${rt.identity.header} header once` };
-  }
-  if (key !== undefined) {
-    // Compared by hash: config never holds a usable key in memory, and a timing difference in a
-    // map lookup reveals nothing about a key whose hash the attacker cannot steer.
-    const client = lookupClient(rt, key);
-    if (client)
-      return {
-        ok: true,
-        caller: { kind: "client", id: client.id, plan: client.plan, tenant: client.tenant, ipKey },
-        credentialHeader: headers[rt.identity.header] !== undefined ? rt.identity.header : "authorization",
-      };
-    if (rt.identity.onUnknown === "reject") {
-      return { ok: false, reason: "unknown_key", detail: "the API key is not valid" };
-    }
-  }
-  if (!rt.anonymousPlan && (rt.clientsByKeyHash.size > 0 || rt.identity.jwt)) {
-    return {
-      ok: false,
-      reason: "credential_required",
-      detail: rt.identity.jwt
-        ? `a credential is required (header ${rt.identity.header}, or a JWT as Authorization: Bearer)`
-        : `an API key is required (header ${rt.identity.header}${rt.identity.bearer ? " or Authorization: Bearer" : ""})`,
-    };
-  }
-  return {
-    ok: true,
-    caller: { kind: "anonymous", plan: rt.anonymousPlan, ipKey },
-    credentialHeader: undefined,
-  };
+  return false;
 }

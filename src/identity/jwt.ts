@@ -1,6 +1,7 @@
-// JWT callers (jose). The key material is read when the config loads (and so again on every
-// reload); verification is the only per-request work, and a verified token is remembered until
-// it expires so a caller's repeat requests cost a map lookup.
+// JWT callers (jose): the source that turns a verified bearer token into a caller, and the
+// verifier. The key material is read when the config loads (and so again on every reload);
+// verification is the only per-request work, and a verified token is remembered until it expires
+// so a caller's repeat requests cost a map lookup.
 import { createPublicKey, createSecretKey, type KeyObject } from "node:crypto";
 import {
   createLocalJWKSet,
@@ -11,6 +12,64 @@ import {
   type JWTVerifyGetKey,
   jwtVerify,
 } from "jose";
+import type { Runtime } from "../config/compile.js";
+import { bearerToken, isBearerScheme, malformedBearer } from "./bearer.js";
+import type { Identification, IdentitySource } from "./caller.js";
+
+/**
+ * JWT callers are a namespace of their own: `sub: bob` is `jwt:bob`, never the API-key client
+ * `bob`, so a token cannot inherit a key client's exemption, deny entry, limits or name. Config
+ * client ids cannot start with it (the schema refuses them).
+ */
+export const JWT_CLIENT_PREFIX = "jwt:";
+
+/** Three base64url segments: what a compact JWS looks like, as opposed to an opaque API key. */
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/**
+ * A JWT as `Authorization: Bearer`, when the config has identity.jwt. Every bearer token is
+ * taken for a JWT, unless API keys may also come as bearer tokens (`bearer: true`) and this one
+ * does not look like a JWT: that one is left to the API-key source after it. The only source
+ * that answers with a promise, and only for a token not verified before.
+ */
+export const jwtBearer: IdentitySource = {
+  presents: (headers, rt) =>
+    rt.identity.jwt !== undefined &&
+    headers.authorization !== undefined &&
+    isBearerScheme(headers.authorization),
+  identify(headers, ipKey, rt) {
+    const jwt = rt.identity.jwt;
+    const auth = headers.authorization;
+    if (jwt === undefined || auth === undefined) return undefined;
+    const token = bearerToken(auth);
+    if (token === undefined) return isBearerScheme(auth) ? malformedBearer() : undefined;
+    if (rt.identity.bearer && !JWT_SHAPE.test(token)) return undefined;
+    return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
+  },
+};
+
+/** A verified token's caller on its plan (the token's, else identity.jwt.default_plan). */
+function jwtCaller(result: JwtResult, ipKey: string, rt: Runtime): Identification {
+  if (!result.ok) return { ok: false, reason: "invalid_jwt", detail: result.detail };
+  const { client, tenant, plan: planName } = result.identity;
+  const name = planName ?? rt.identity.jwtDefaultPlan;
+  const plan = name === undefined ? undefined : rt.plans.get(name);
+  if (!plan) {
+    return {
+      ok: false,
+      reason: "invalid_jwt",
+      detail:
+        name === undefined
+          ? "the JWT names no plan and this gateway has no default plan for tokens"
+          : `the JWT names plan "${name}", which this gateway does not have`,
+    };
+  }
+  return {
+    ok: true,
+    caller: { kind: "client", id: JWT_CLIENT_PREFIX + client, plan, tenant, ipKey },
+    credentialHeader: "authorization",
+  };
+}
 
 export const HMAC_ALGORITHMS = ["HS256", "HS384", "HS512"] as const;
 const RSA_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"];

@@ -1,0 +1,27 @@
+// The caller no source claims: anonymous, known by its address (the ipKey that ip.ts and
+// forwarded.ts derive from the peer behind trusted proxies), on the anonymous plan if the config
+// has one. Also what an unknown API key becomes under `on_unknown: anonymous`.
+import type { Runtime } from "../config/compile.js";
+import type { Identification } from "./caller.js";
+
+/**
+ * Anonymous by IP, unless the config has credentials and no anonymous plan: then a credential
+ * is required (401). A config with neither keys nor JWTs lets everyone through anonymously,
+ * plan or not.
+ */
+export function identifyAnonymous(ipKey: string, rt: Runtime): Identification {
+  if (!rt.anonymousPlan && (rt.clientsByKeyHash.size > 0 || rt.identity.jwt)) {
+    return {
+      ok: false,
+      reason: "credential_required",
+      detail: rt.identity.jwt
+        ? `a credential is required (header ${rt.identity.header}, or a JWT as Authorization: Bearer)`
+        : `an API key is required (header ${rt.identity.header}${rt.identity.bearer ? " or Authorization: Bearer" : ""})`,
+    };
+  }
+  return {
+    ok: true,
+    caller: { kind: "anonymous", plan: rt.anonymousPlan, ipKey },
+    credentialHeader: undefined,
+  };
+}
