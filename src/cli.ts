@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The command line: flags, --check, signals. Everything else lives in server.ts.
+// The command line: flags, --check, signals. The gateway itself lives in gateway/.
 import { readFileSync } from "node:fs";
 import { compileRuntime } from "./config/compile.js";
 import { loadConfigFile } from "./config/load.js";

@@ -6,4 +6,4 @@ export { compileRuntime, type Runtime } from "../config/compile.js";
 export { type LoadResult, loadConfigFile, loadConfigText } from "../config/load.js";
 export { ConfigError, type ConfigProblem, formatProblem } from "../config/problems.js";
 export type { Config } from "../config/schema.js";
-export { Gateway, type GatewayOptions } from "./gateway.js";
+export { Gateway, type GatewayOptions, type ReloadResult } from "./gateway.js";

@@ -6,7 +6,8 @@ import cluster, { type Worker } from "node:cluster";
 import { availableParallelism } from "node:os";
 import { AggregatorRegistry } from "prom-client";
 import { ConfigError, formatProblem } from "../config/problems.js";
-import { Gateway, targetsOf } from "./gateway.js";
+import { Gateway } from "./gateway.js";
+import { targetsOf } from "./listeners.js";
 
 const RELOAD = "tollgate:reload";
 
