@@ -1,0 +1,81 @@
+// What /admin/config shows: the shape of the config, never its secrets. Durations, rates and
+// sizes are written as in the file (`15m`, `5/s`, `1mb`), not in the gateway's internal units.
+import type { Runtime } from "../config/compile.js";
+import { formatDuration, type Rate } from "../config/units.js";
+import { storeAddress } from "../observability/store-errors.js";
+
+const RATE_UNITS: Record<number, string> = { 1000: "s", 60000: "m", 3600000: "h", 86400000: "d" };
+
+/** A parsed rate in the file's notation: `5/s`. */
+export function formatRate(rate: Rate): string {
+  const unit = RATE_UNITS[rate.periodMs];
+  return unit ? `${rate.count}/${unit}` : `${rate.count}/${formatDuration(rate.periodMs)}`;
+}
+
+/** Bytes in the file's notation: `1mb`, `64kb`, `512b`. */
+export function formatSize(bytes: number): string {
+  for (const [unit, size] of [
+    ["gb", 1024 ** 3],
+    ["mb", 1024 ** 2],
+    ["kb", 1024],
+  ] as const) {
+    if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`;
+  }
+  return `${bytes}b`;
+}
+
+type ParsedLimit = Runtime["config"]["plans"][string]["routes"][string];
+
+/** A limit as the file writes it: rates as `5/s`, windows and leases as `15m`. */
+function describeLimit(limit: ParsedLimit): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...limit };
+  if (limit.rate !== undefined) out.rate = formatRate(limit.rate);
+  if (limit.window !== undefined) out.window = formatDuration(limit.window);
+  if (limit.lease !== undefined) out.lease = formatDuration(limit.lease);
+  return out;
+}
+
+function describePlans(plans: Runtime["config"]["plans"]) {
+  return Object.fromEntries(
+    Object.entries(plans).map(([name, plan]) => [
+      name,
+      {
+        ...(plan.global ? { global: describeLimit(plan.global) } : {}),
+        ...(plan.tenant ? { tenant: describeLimit(plan.tenant) } : {}),
+        routes: Object.fromEntries(Object.entries(plan.routes).map(([r, l]) => [r, describeLimit(l)])),
+      },
+    ]),
+  );
+}
+
+/** The body of GET /admin/config. */
+export function describeConfig(rt: Runtime) {
+  return {
+    version: rt.version,
+    loaded_at: rt.loadedAt.toISOString(),
+    file: rt.file,
+    routes: rt.routeList.map((r) => ({
+      name: r.name,
+      path: r.matchPrefix,
+      methods: r.methods ? [...r.methods] : null,
+      upstream: r.upstream.name,
+      by: r.by,
+      cost: r.cost,
+      on_failure: r.onFailure,
+      max_body: r.maxBody === undefined ? null : formatSize(r.maxBody),
+    })),
+    plans: describePlans(rt.config.plans),
+    clients: rt.config.clients.map((c) => ({ id: c.id, plan: c.plan, tenant: c.tenant ?? null })),
+    identity: {
+      api_key_header: rt.identity.header,
+      jwt: rt.identity.jwt ? { algorithms: rt.identity.jwt.algorithms } : null,
+      trusted_proxies: rt.config.identity.trusted_proxies,
+    },
+    store: {
+      kind: rt.store.url.split(":")[0],
+      address: storeAddress(rt.store),
+      prefix: rt.store.prefix,
+      timeout: formatDuration(rt.store.timeoutMs),
+    },
+  };
+}

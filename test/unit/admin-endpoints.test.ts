@@ -1,0 +1,224 @@
+// The operator API's endpoints called as the router calls them (src/admin/endpoints/): what
+// each reads and writes, and what it answers, with a fake store and no router or socket.
+import { describe, expect, it } from "vitest";
+import { callerEndpoints } from "../../src/admin/endpoints/callers.js";
+import { showConfig } from "../../src/admin/endpoints/config.js";
+import { topCount, topDenials } from "../../src/admin/endpoints/denials.js";
+import { reloadConfig } from "../../src/admin/endpoints/reload.js";
+import { ProblemError } from "../../src/admin/reply.js";
+import type { AdminHandler } from "../../src/admin/router.js";
+import { fromStoreDescribedBy } from "../../src/admin/store-failure.js";
+import { PROBLEMS } from "../../src/http/problem.js";
+import { lastHourTopKeys } from "../../src/limits/keys.js";
+import type { LimitCheck } from "../../src/limits/spec.js";
+import { fakeRequest, fakeResponse, NOW, runtimeOf } from "./support/proxy-fakes.js";
+
+const rt = runtimeOf(`
+store: { url: "memory://", prefix: "tg:" }
+upstreams: { api: "http://127.0.0.1:1" }
+clients: [{ id: acme, key: acme-key, plan: team, tenant: t1 }]
+plans:
+  anonymous: { global: { rate: 1/s, burst: 2 } }
+  team:
+    global: { rate: 5/s, burst: 10 }
+    tenant: { rate: 100/m, burst: 100 }
+routes: [{ name: default, match: { path: / }, upstream: api }]
+`);
+
+async function call(handler: AdminHandler, params: Record<string, string> = {}, query = "", method = "GET") {
+  const res = fakeResponse();
+  await handler({ req: fakeRequest({ method }), res, params, query: new URLSearchParams(query) });
+  return res;
+}
+
+/** A store that records what it is asked and answers from `views`. */
+function fakeStore(fail?: Error) {
+  const asked: string[] = [];
+  const maybeFail = () => {
+    if (fail) throw fail;
+  };
+  return {
+    asked,
+    store: {
+      peek: async (checks: readonly LimitCheck[]) => {
+        maybeFail();
+        asked.push(`peek ${checks.map((c) => c.key).join(" ")}`);
+        return checks.map((_, i) => ({ remaining: 7 - i, resetMs: 1500 }));
+      },
+      reset: async (keys: readonly string[]) => {
+        maybeFail();
+        asked.push(`reset ${keys.join(" ")}`);
+        return keys.length - 1;
+      },
+      denials: async (logKey: string) => {
+        maybeFail();
+        asked.push(`denials ${logKey}`);
+        return [{ atMs: NOW, route: "default", limits: ["team.global"] }];
+      },
+      topDenials: async (topKeys: readonly string[], n: number) => {
+        maybeFail();
+        asked.push(`top ${n} ${topKeys.length} ${topKeys[0]}`);
+        return [{ caller: "client:acme", count: 12 }];
+      },
+    },
+  };
+}
+
+function endpoints(fail?: Error) {
+  const { asked, store } = fakeStore(fail);
+  const limiter = {
+    flushDenials: async () => {
+      asked.push("flush");
+    },
+    forgetDenials: (keys: Iterable<string>) => {
+      asked.push(`forget ${[...keys].join(" ")}`);
+    },
+  };
+  const fromStore = fromStoreDescribedBy((err) => `described: ${(err as Error).message}`);
+  const deps = { runtime: () => rt, store: () => store, limiter: () => limiter, fromStore, now: () => NOW };
+  return { asked, callers: callerEndpoints(deps), top: topDenials(deps) };
+}
+
+describe("GET /admin/callers/{caller...}", () => {
+  it("flushes pending denials, then peeks at every limit and reads the denial log", async () => {
+    const { asked, callers } = endpoints();
+    const res = await call(callers.show, { caller: "client:acme" });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers["cache-control"]).toBe("no-store");
+    expect(asked[0]).toBe("flush");
+    // All of one caller's keys under its tenant's hash tag (limits/keys.ts).
+    expect(asked.slice(1).sort()).toEqual([
+      "denials tg:{t:t1}:c:acme:denials",
+      "peek tg:{t:t1}:c:acme:team.global tg:{t:t1}:team.tenant",
+    ]);
+    expect(res.json()).toEqual({
+      caller: "client:acme",
+      plan: "team",
+      tenant: "t1",
+      limits: [
+        {
+          name: "team.global",
+          algorithm: "token_bucket",
+          limit: 10,
+          remaining: 7,
+          reset_seconds: 2,
+          shadow: false,
+          key: "tg:{t:t1}:c:acme:team.global",
+        },
+        {
+          name: "team.tenant",
+          algorithm: "token_bucket",
+          limit: 100,
+          remaining: 6,
+          reset_seconds: 2,
+          shadow: false,
+          key: "tg:{t:t1}:team.tenant",
+        },
+      ],
+      recent_denials: [{ time: new Date(NOW).toISOString(), route: "default", limits: ["team.global"] }],
+    });
+  });
+
+  it("a JWT caller takes its plan and tenant from the query", async () => {
+    const { callers } = endpoints();
+    const res = await call(callers.show, { caller: "client:bob" }, "plan=team&tenant=t9");
+    expect(res.json()).toMatchObject({ caller: "client:bob", plan: "team", tenant: "t9" });
+  });
+
+  it.each([
+    ["not a caller name", "nobody", "bad_caller"],
+    ["an empty name", "", "bad_caller"],
+    ["an IP that is no address", "ip:nope", "bad_caller"],
+    ["a client not in the config", "client:ghost", "unknown_caller"],
+  ] as const)("%s: its problem, and the store is never asked", async (_what, caller, code) => {
+    const { asked, callers } = endpoints();
+    const res = await call(callers.show, { caller });
+    expect(res.statusCode).toBe(PROBLEMS[code].status);
+    expect(res.json()).toMatchObject({ type: PROBLEMS[code].type });
+    expect(asked).toEqual([]);
+  });
+
+  it("a store that fails: a ProblemError store_unavailable in the operator's words", async () => {
+    const { callers } = endpoints(new Error("Stream isn't writeable"));
+    const failed = call(callers.show, { caller: "client:acme" });
+    await expect(failed).rejects.toBeInstanceOf(ProblemError);
+    await expect(failed).rejects.toMatchObject({
+      code: "store_unavailable",
+      message: "described: Stream isn't writeable",
+    });
+  });
+});
+
+describe("DELETE /admin/callers/{caller...}", () => {
+  it("forgets the caller's cached denials, then deletes its limits and its denial log", async () => {
+    const { asked, callers } = endpoints();
+    const res = await call(callers.reset, { caller: "client:acme" }, "", "DELETE");
+    const keys = "tg:{t:t1}:c:acme:team.global tg:{t:t1}:team.tenant tg:{t:t1}:c:acme:denials";
+    expect(asked).toEqual(["flush", `forget ${keys}`, `reset ${keys}`]);
+    expect(res.json()).toEqual({ caller: "client:acme", reset: true, keys_deleted: 2 });
+  });
+
+  it("a tenant has no denial log of its own", async () => {
+    const { asked, callers } = endpoints();
+    await call(callers.reset, { caller: "tenant:t1" }, "", "DELETE");
+    expect(asked).toEqual(["flush", "forget tg:{t:t1}:team.tenant", "reset tg:{t:t1}:team.tenant"]);
+  });
+});
+
+describe("GET /admin/denials/top", () => {
+  it("n is 10 unless a number, then kept within 1..1000", () => {
+    expect(topCount(null)).toBe(10);
+    expect(topCount("abc")).toBe(10);
+    expect(topCount("0")).toBe(10);
+    expect(topCount("-5")).toBe(1);
+    expect(topCount("25")).toBe(25);
+    expect(topCount("99999")).toBe(1000);
+  });
+
+  it("flushes, then sums the last hour's buckets", async () => {
+    const { asked, top } = endpoints();
+    const res = await call(top, {}, "n=3");
+    expect(asked).toEqual(["flush", `top 3 12 ${lastHourTopKeys("tg:", NOW)[0]}`]);
+    expect(res.json()).toEqual({ window_seconds: 3600, callers: [{ caller: "client:acme", denials: 12 }] });
+  });
+});
+
+describe("GET /admin/config and POST /admin/reload", () => {
+  it("the config as describe-config.ts writes it", async () => {
+    const res = await call(showConfig(() => rt));
+    expect(res.json()).toMatchObject({ version: rt.version, store: { kind: "memory", prefix: "tg:" } });
+  });
+
+  it("a reload that succeeded says what it changed", async () => {
+    const res = await call(
+      reloadConfig(async () => ({ ok: true, version: "v2", changed: true, restartRequired: ["listen"] })),
+      {},
+      "",
+      "POST",
+    );
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({
+      status: "reloaded",
+      version: "v2",
+      changed: true,
+      restart_required: ["listen"],
+    });
+  });
+
+  it("a refused file: 400 config-refused with each problem", async () => {
+    const res = await call(
+      reloadConfig(async () => ({
+        ok: false,
+        problems: [
+          { file: "gw.yaml", line: 3, column: 5, path: "routes", message: "at least one route is needed" },
+        ],
+      })),
+    );
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({
+      type: PROBLEMS.config_refused.type,
+      detail: "the config file was refused; the previous config keeps serving",
+      errors: [expect.stringContaining("at least one route is needed")],
+    });
+  });
+});
