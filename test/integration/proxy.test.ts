@@ -25,7 +25,7 @@ identity:
   trusted_proxies: [10.0.0.0/8]
 clients:
   - { id: acme, key: acme-key, plan: free, tenant: acme }
-  - { id: solo, key_sha256: "${sha("solo-key")}", plan: free }
+  - { id: solo, key_sha256: "${sha("solo-key")}", plan: steady }
   - { id: blocked, key: blocked-key, plan: free }
   - { id: vip, key: vip-key, plan: free }
 plans:
@@ -38,6 +38,10 @@ plans:
     routes:
       login: { rate: 1/m, burst: 3 }
       expensive: { rate: 1/m, burst: 10 }
+  # Refills one request every 6 s: twelve requests in a row see exactly ten admitted however
+  # slow the machine is (5/s would refill while a loaded machine serves them).
+  steady:
+    global: { rate: 10/m, burst: 10 }
 routes:
   - { name: login, match: { path: /login, methods: [POST] }, upstream: api, by: ip }
   - { name: expensive, match: { path: /v1/expensive }, upstream: api, cost: 5 }
@@ -86,17 +90,17 @@ describe("limits through the proxy", () => {
     expect(replies.map((r) => r.status)).toEqual([...Array(10).fill(200), 429, 429]);
     expect(seen()).toBe(10);
     const denied = replies[10]!;
-    expect(denied.headers["retry-after"]).toBe("1");
+    expect(denied.headers["retry-after"]).toBe("6");
     expect(denied.headers["ratelimit-remaining"]).toBe("0");
     expect(denied.headers["content-type"]).toBe("application/problem+json");
     expect(denied.json()).toMatchObject({
       type: "https://iana.org/assignments/http-problem-types#quota-exceeded",
       title: "Too Many Requests",
       status: 429,
-      "violated-policies": ["free.global"],
-      retry_after_seconds: 1,
+      "violated-policies": ["steady.global"],
+      retry_after_seconds: 6,
     });
-    expect(denied.json<{ detail: string }>().detail).toContain("free.global");
+    expect(denied.json<{ detail: string }>().detail).toContain("steady.global");
   });
 
   it("charges the route's cost and stores keys under the caller's hash tag with a TTL", async () => {
