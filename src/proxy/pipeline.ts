@@ -19,7 +19,7 @@ import {
 } from "./context.js";
 import { checkFailed, decide, observeCheck, recordDecision } from "./decide.js";
 import { forward } from "./forward.js";
-import { complete, failed, refuse, tooMany, unavailable } from "./respond.js";
+import { complete, failed, refuse, roundMs, tooMany, unavailable } from "./respond.js";
 import { releaseLeases } from "./response-handlers.js";
 import { closeAfterAnswer, isWebSocketUpgrade, serveWithoutUpgrade, watchHandshake } from "./upgrade.js";
 import type { UpstreamPools } from "./upstreams.js";
@@ -134,8 +134,11 @@ export function createPipeline(deps: PipelineDeps) {
    */
   function waitForSlot(ctx: Admitted, decision: AllowedDecision): void {
     ctx.queuedMs = decision.delayMs;
+    const queuedAt = env.clock.monotonic();
     const onGone = () => {
       clearTimeout(timer);
+      // The log says how long it waited, not how long it was meant to.
+      ctx.queuedMs = roundMs(env.clock.monotonic() - queuedAt);
       ctx.status = 499;
       if (decision.release) releaseLeases(env, ctx, decision.release);
       complete(env, ctx);

@@ -16,7 +16,7 @@ import type { TestUpstream } from "../support/upstream.js";
 const config = (redisUrl: string, upstreamUrl: string) => `
 listen: 127.0.0.1:0
 admin: { listen: 127.0.0.1:0 }
-log: { level: info, requests: false }
+log: { level: info, requests: true }
 store: { url: ${redisUrl}, timeout: 500ms }
 upstreams: { api: ${upstreamUrl} }
 clients:
@@ -113,6 +113,10 @@ describe("leaky bucket: rate 5/s, queue 3", () => {
     expect(await third).toBe("aborted");
     await sleep(600);
     expect(arrivals.slice(before).filter((x) => x.path === "/queue/b")).toHaveLength(2);
+    // Its log line says how long it really waited (~100 ms), not the ~400 ms it was due to.
+    const gone = a.lines.find((l) => l.msg === "request" && l.status === 499 && l.path === "/queue/b");
+    expect(gone?.queued_ms).toBeGreaterThanOrEqual(90);
+    expect(gone?.queued_ms).toBeLessThan(350);
   });
 });
 
