@@ -211,9 +211,12 @@ const CONVERSATIONS = {
         resolve();
       });
       socket.write(
-        [WS("/ws", "good-key"), WS("/ws", "bad-key"), WS("/ws"), "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n"][
-          Math.floor(Math.random() * 4)
-        ],
+        [
+          WS("/ws", "good-key"),
+          WS("/ws", "bad-key"),
+          WS("/ws"),
+          "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n",
+        ][Math.floor(Math.random() * 4)],
       );
       setTimeout(() => socket.resetAndDestroy(), Math.floor(Math.random() * 3));
     }),
