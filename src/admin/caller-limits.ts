@@ -22,6 +22,8 @@ export interface CallerLimits {
   logKey: string | undefined;
   plan: string | undefined;
   tenant: string | undefined;
+  /** Names of the limits the client's own `limits` size (clients[].limits), not its plan. */
+  overridden: ReadonlySet<string>;
 }
 
 export type CallerLookup =
@@ -48,6 +50,8 @@ export function callerLimits(
   };
 
   if (ref.kind === "client") {
+    // A client with its own limits has a plan of its own, compiled with them under the plan's
+    // name (config/compile.ts): its limits are read from that plan, never from rt.plans.
     const configured = [...rt.clientsByKeyHash.values()].find((c) => c.id === ref.id);
     const plan = configured?.plan ?? (query.plan === undefined ? undefined : rt.plans.get(query.plan));
     if (!plan) {
@@ -70,7 +74,13 @@ export function callerLimits(
     });
     return {
       ok: true,
-      limits: { checks: [...checks.values()], logKey: denialLogKey(prefix, caller), plan: plan.name, tenant },
+      limits: {
+        checks: [...checks.values()],
+        logKey: denialLogKey(prefix, caller),
+        plan: plan.name,
+        tenant,
+        overridden: configured ? overriddenNames(rt, ref.id, plan.name) : NONE,
+      },
     };
   }
 
@@ -80,7 +90,13 @@ export function callerLimits(
     if (checks.size === 0) return { ok: false, status: 404, detail: "no plan has a tenant limit" };
     return {
       ok: true,
-      limits: { checks: [...checks.values()], logKey: undefined, plan: undefined, tenant: ref.id },
+      limits: {
+        checks: [...checks.values()],
+        logKey: undefined,
+        plan: undefined,
+        tenant: ref.id,
+        overridden: NONE,
+      },
     };
   }
 
@@ -97,6 +113,18 @@ export function callerLimits(
       logKey: denialLogKey(prefix, anonymous),
       plan: rt.anonymousPlan?.name,
       tenant: undefined,
+      overridden: NONE,
     },
   };
+}
+
+const NONE: ReadonlySet<string> = new Set();
+
+/** The limit names a configured client's `limits` replace: `<plan>.global`, `<plan>.<route>`. */
+function overriddenNames(rt: Runtime, id: string, plan: string): ReadonlySet<string> {
+  const limits = rt.config.clients.find((c) => c.id === id)?.limits;
+  if (!limits) return NONE;
+  const names = new Set(Object.keys(limits.routes).map((route) => `${plan}.${route}`));
+  if (limits.global) names.add(`${plan}.global`);
+  return names;
 }

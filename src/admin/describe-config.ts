@@ -48,6 +48,14 @@ function describePlans(plans: Runtime["config"]["plans"]) {
   );
 }
 
+/** A client's own sizes of its plan's limits (`clients[].limits`), keys as the plan's. */
+function describeOverrides(limits: NonNullable<Runtime["config"]["clients"][number]["limits"]>) {
+  return {
+    ...(limits.global ? { global: describeLimit(limits.global) } : {}),
+    routes: Object.fromEntries(Object.entries(limits.routes).map(([r, l]) => [r, describeLimit(l)])),
+  };
+}
+
 /** The body of GET /admin/config. */
 export function describeConfig(rt: Runtime) {
   return {
@@ -57,6 +65,7 @@ export function describeConfig(rt: Runtime) {
     routes: rt.routeList.map((r) => ({
       name: r.name,
       path: r.matchPrefix,
+      host: r.host,
       methods: r.methods ? [...r.methods] : null,
       upstream: r.upstream.name,
       by: r.by,
@@ -65,7 +74,12 @@ export function describeConfig(rt: Runtime) {
       max_body: r.maxBody === undefined ? null : formatSize(r.maxBody),
     })),
     plans: describePlans(rt.config.plans),
-    clients: rt.config.clients.map((c) => ({ id: c.id, plan: c.plan, tenant: c.tenant ?? null })),
+    clients: rt.config.clients.map((c) => ({
+      id: c.id,
+      plan: c.plan,
+      tenant: c.tenant ?? null,
+      ...(c.limits ? { limits: describeOverrides(c.limits) } : {}),
+    })),
     identity: {
       api_key_header: rt.identity.header,
       jwt: rt.identity.jwt ? { algorithms: rt.identity.jwt.algorithms } : null,

@@ -9,7 +9,8 @@
 
 import { parseCidr } from "../identity/ip.js";
 import { ALGORITHM_KEYS, ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
-import { HTTP_METHODS, methodSet, routesByPrefix } from "../routing/matcher.js";
+import { normalizeHostPattern } from "../routing/host.js";
+import { competingRoutes, HTTP_METHODS, methodSet } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { ANONYMOUS_PLAN } from "./compile.js";
 import type { PathSegment } from "./document.js";
@@ -148,34 +149,14 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
       }
       checkLimit(["plans", planName, "routes", routeName], limit, add);
     }
-    // A route whose cost exceeds a bucket's burst could never be admitted: that is a config bug.
-    // Each limit is compared with the costliest routes only (routes sorted by cost once), so
-    // many plans times many routes stays linear.
-    for (const key of ["global", "tenant"] as const) {
-      const burst = burstOf(plan[key]);
-      if (burst === undefined) continue;
-      const { costliest, count } = routeCosts.over(burst);
-      if (!costliest) continue;
-      const more = count > 1 ? ` (and ${count - 1} more route${count > 2 ? "s" : ""})` : "";
-      add(
-        ["plans", planName, key],
-        `route "${costliest.name}" costs ${costliest.cost}, more than this limit's ${burst}: it could never be admitted${more}`,
-      );
-    }
-    for (const [routeName, limit] of Object.entries(plan.routes)) {
-      const burst = burstOf(limit);
-      const cost = routeCosts.cost.get(routeName);
-      if (burst !== undefined && cost !== undefined && cost > burst) {
-        add(
-          ["plans", planName, "routes", routeName],
-          `route "${routeName}" costs ${cost}, more than this limit's ${burst}: it could never be admitted`,
-        );
-      }
-    }
+    checkCosts(["plans", planName], plan, routeCosts, add);
   }
 
   const clientIds = new Set<string>();
   const keys = new Set<string>();
+  const routeByName = new Map<string, RouteConfig>();
+  for (const route of config.routes)
+    if (route && !routeByName.has(route.name)) routeByName.set(route.name, route);
   config.clients.forEach((client, i) => {
     if (!client) return;
     if (clientIds.has(client.id)) add(["clients", i, "id"], `duplicate client id "${client.id}"`);
@@ -187,6 +168,10 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
     keys.add(keyId);
     if (!knownPlan(client.plan)) {
       add(["clients", i, "plan"], `unknown plan "${client.plan}"${didYouMean(client.plan, planNames)}`);
+    }
+    if (client.limits) {
+      const plan = has(config.plans, client.plan) ? config.plans[client.plan] : undefined;
+      checkClientLimits(["clients", i, "limits"], client, plan, routeByName, routeCosts, add, didYouMean);
     }
   });
   for (const ref of invalid.references) {
@@ -216,6 +201,112 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   return problems;
 }
 
+type Plan = Config["plans"][string];
+type RouteCosts = ReturnType<typeof routesByCost>;
+
+/**
+ * A route whose cost exceeds a bucket's burst could never be admitted: that is a config bug.
+ * Each limit is compared with the costliest routes only (routes sorted by cost once), so many
+ * plans times many routes stays linear. `at` holds `global`, `tenant` and `routes`.
+ */
+function checkCosts(
+  at: PathSegment[],
+  limits: Pick<Plan, "global" | "tenant"> & { routes: Plan["routes"] },
+  routeCosts: RouteCosts,
+  add: Add,
+) {
+  for (const key of ["global", "tenant"] as const) {
+    const burst = burstOf(limits[key]);
+    if (burst === undefined) continue;
+    const { costliest, count } = routeCosts.over(burst);
+    if (!costliest) continue;
+    const more = count > 1 ? ` (and ${count - 1} more route${count > 2 ? "s" : ""})` : "";
+    add(
+      [...at, key],
+      `route "${costliest.name}" costs ${costliest.cost}, more than this limit's ${burst}: it could never be admitted${more}`,
+    );
+  }
+  for (const [routeName, limit] of Object.entries(limits.routes)) {
+    const burst = burstOf(limit);
+    const cost = routeCosts.cost.get(routeName);
+    if (burst !== undefined && cost !== undefined && cost > burst) {
+      add(
+        [...at, "routes", routeName],
+        `route "${routeName}" costs ${cost}, more than this limit's ${burst}: it could never be admitted`,
+      );
+    }
+  }
+}
+
+/**
+ * A client's `limits` replace limits its plan has, keeping their names and so their state: a
+ * key the plan lacks would be a limit of the client's own, under a name no plan gives it. Only
+ * state the client alone keys on can take its own sizes: the plan's `tenant` limit and a route
+ * limit keyed `by: ip` or `by: tenant` are one state shared with other callers, which would
+ * then disagree on what it holds (a counter one of them may fill past the other's limit).
+ * Without the plan (unknown or failed), the keys cannot be compared and only the limits are.
+ */
+function checkClientLimits(
+  at: PathSegment[],
+  client: ClientConfig,
+  plan: Plan | undefined,
+  routeByName: ReadonlyMap<string, RouteConfig>,
+  routeCosts: RouteCosts,
+  add: Add,
+  didYouMean: (word: string, known: readonly string[]) => string,
+) {
+  const limits = client.limits!;
+  const where = `plans.${client.plan}`;
+  if (limits.tenant) {
+    add(
+      at,
+      client.tenant === undefined
+        ? "this client has no tenant, so no tenant limit applies to it (nor could a client size one); remove tenant here"
+        : `a client cannot size its tenant's limit: ${where}.tenant is one budget shared by every client of tenant "${client.tenant}", and they would disagree on its size; change ${where}.tenant, or override global to size this client alone`,
+      "tenant",
+    );
+  }
+  if (limits.global) {
+    if (plan && !plan.global)
+      add(
+        at,
+        `plan "${client.plan}" has no global limit to override; add global to ${where}, or remove it here`,
+        "global",
+      );
+    checkLimit([...at, "global"], limits.global, add);
+  }
+  const checked: Plan["routes"] = {};
+  for (const [routeName, limit] of Object.entries(limits.routes)) {
+    const route = routeByName.get(routeName);
+    if (!plan) {
+      checkLimit([...at, "routes", routeName], limit, add);
+      continue;
+    }
+    if (!Object.hasOwn(plan.routes, routeName)) {
+      const planRoutes = Object.keys(plan.routes);
+      add(
+        [...at, "routes"],
+        planRoutes.length === 0
+          ? `plan "${client.plan}" has no route limits to override; add ${routeName} to ${where}.routes, or remove it here`
+          : `plan "${client.plan}" has no limit for route "${routeName}" to override${didYouMean(routeName, planRoutes)}; add it to ${where}.routes, or remove it here`,
+        routeName,
+      );
+      continue;
+    }
+    if (route?.by !== undefined) {
+      add(
+        [...at, "routes"],
+        `route "${routeName}" is limited by ${route.by}: ${where}.routes.${routeName} is one budget shared by every ${route.by === "tenant" ? "client of a tenant" : "caller from one address"}, and they would disagree on its size; change it in the plan instead`,
+        routeName,
+      );
+      continue;
+    }
+    checkLimit([...at, "routes", routeName], limit, add);
+    checked[routeName] = limit;
+  }
+  checkCosts(at, { global: limits.global, routes: checked }, routeCosts, add);
+}
+
 /** The methods a route can receive, for hints. */
 const ROUTABLE_METHODS = HTTP_METHODS.filter((m) => m !== "CONNECT");
 
@@ -238,9 +329,11 @@ function prefixBefore(path: string, index: number): string {
 
 /**
  * Methods, paths, and routes another route shadows, following the matcher (routing/matcher.ts):
- * the longest prefix first, then on one prefix the routes that name methods before catch-alls.
- * A shorter prefix never shadows a longer one (a request falls through to it only when no route
- * of the longer prefix takes its method), so only routes of one prefix can shadow each other.
+ * the longest prefix first, then on one prefix the routes of the most specific host, then the
+ * routes that name methods before catch-alls. A shorter prefix never shadows a longer one (a
+ * request falls through to it only when no route of the longer prefix takes its method), and a
+ * route of one host never shadows a route of another or of none (each serves Hosts the other
+ * does not), so only routes of one host (or none) and one prefix can shadow each other.
  */
 function checkRouteMatches(
   config: CheckableConfig,
@@ -253,6 +346,7 @@ function checkRouteMatches(
     name: string;
     matchPrefix: string;
     methods: ReadonlySet<string> | null;
+    host: string | null;
     /** The methods the route lists (upper-case, known, once each) with their index in the list. */
     listed: { method: string; j: number }[];
   }
@@ -308,11 +402,12 @@ function checkRouteMatches(
       name: route.name,
       matchPrefix: normalized.matchPath,
       methods: listed.length ? methodSet(listed.map((l) => l.method)) : null,
+      host: route.match.host === undefined ? null : normalizeHostPattern(route.match.host),
       listed,
     });
   });
 
-  for (const group of routesByPrefix(matchable).values()) {
+  for (const group of competingRoutes(matchable)) {
     let catchAll: Matchable | undefined;
     /** Which route of this prefix takes each method, and whether only as GET's HEAD. */
     const taken = new Map<string, { by: Matchable; implied: boolean }>();

@@ -9,9 +9,10 @@ import { denyEverything } from "../limits/algorithms/windows.js";
 import { compiledLimit } from "../limits/compiled.js";
 import type { LimitScope, PlannedLimit } from "../limits/plan.js";
 import type { LimitSpec } from "../limits/spec.js";
+import { normalizeHostPattern } from "../routing/host.js";
 import { methodSet, RouteMatcher } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
-import type { Config, FailurePolicy, LimitConfig } from "./schema.js";
+import type { ClientConfig, Config, FailurePolicy, LimitConfig } from "./schema.js";
 
 export interface CompiledUpstream {
   name: string;
@@ -30,6 +31,8 @@ export interface CompiledRoute {
   name: string;
   matchPrefix: string;
   methods: ReadonlySet<string> | null;
+  /** match.host as routing/host.ts spells it (`api.example.com`, `*.example.com`); null: every host. */
+  host: string | null;
   upstream: CompiledUpstream;
   by: LimitScope;
   cost: number;
@@ -199,6 +202,50 @@ class RouteLimits implements ReadonlyMap<string, readonly PlannedLimit[]> {
   }
 }
 
+type PlanConfig = Config["plans"][string];
+
+/** One plan's limits, compiled once: each route's list is built on first use (RouteLimits). */
+function compilePlan(
+  planName: string,
+  plan: PlanConfig,
+  routesByName: ReadonlyMap<string, CompiledRoute>,
+  fraction: number,
+): CompiledPlan {
+  const global = plan.global ? compileLimit(`${planName}.global`, plan.global) : null;
+  const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant) : null;
+  const shared: PlannedLimit[] = [];
+  const planned = (spec: LimitSpec, scope: LimitScope, tenantOnly: boolean): PlannedLimit =>
+    Object.freeze({ ...compiledLimit(spec, fraction), scope, tenantOnly });
+  if (global) shared.push(planned(global, "caller", false));
+  if (tenant) shared.push(planned(tenant, "tenant", true));
+  const own = new Map<string, PlannedLimit>();
+  for (const [routeName, limit] of Object.entries(plan.routes)) {
+    const route = routesByName.get(routeName);
+    const spec = route ? compileLimit(`${planName}.${routeName}`, limit) : null;
+    if (route && spec) own.set(routeName, planned(spec, route.by, false));
+  }
+  return {
+    name: planName,
+    limitsByRoute: new RouteLimits(routesByName, shared, own),
+    limits: [...shared, ...own.values()],
+  };
+}
+
+/**
+ * A client's plan with its `limits` in place of the plan's limits of the same keys. Compiled
+ * under the plan's name, the limits keep the plan's names (`pro.global`), so the client's state
+ * keys, headers and metrics are those it had without the override; only the sizes differ. Each
+ * key exists in the plan and `tenant` is refused (checks.ts): the tenant limit is one state
+ * shared by the tenant's clients, which one client's sizes would make them disagree on.
+ */
+function overridden(plan: PlanConfig, limits: NonNullable<ClientConfig["limits"]>): PlanConfig {
+  return {
+    ...plan,
+    ...(limits.global ? { global: limits.global } : {}),
+    routes: { ...plan.routes, ...limits.routes },
+  };
+}
+
 function cidrSet(list: readonly string[]): CidrSet {
   return new CidrSet(list.map((text) => parseCidr(text)!));
 }
@@ -217,6 +264,7 @@ export function compileRuntime(
       name: r.name,
       matchPrefix: normalized.matchPath,
       methods: methodSet(r.match.methods),
+      host: r.match.host === undefined ? null : normalizeHostPattern(r.match.host),
       upstream: upstreams.get(r.upstream)!,
       by: r.by ?? "caller",
       cost: r.cost,
@@ -228,33 +276,18 @@ export function compileRuntime(
 
   const routesByName = new Map<string, CompiledRoute>();
   for (const route of routeList) if (!routesByName.has(route.name)) routesByName.set(route.name, route);
+  const fraction = config.store.local_fraction;
   const plans = new Map<string, CompiledPlan>();
-  for (const [planName, plan] of Object.entries(config.plans)) {
-    const global = plan.global ? compileLimit(`${planName}.global`, plan.global) : null;
-    const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant) : null;
-    const shared: PlannedLimit[] = [];
-    const fraction = config.store.local_fraction;
-    const planned = (spec: LimitSpec, scope: LimitScope, tenantOnly: boolean): PlannedLimit =>
-      Object.freeze({ ...compiledLimit(spec, fraction), scope, tenantOnly });
-    if (global) shared.push(planned(global, "caller", false));
-    if (tenant) shared.push(planned(tenant, "tenant", true));
-    const own = new Map<string, PlannedLimit>();
-    for (const [routeName, limit] of Object.entries(plan.routes)) {
-      const route = routesByName.get(routeName);
-      const spec = route ? compileLimit(`${planName}.${routeName}`, limit) : null;
-      if (route && spec) own.set(routeName, planned(spec, route.by, false));
-    }
-    plans.set(planName, {
-      name: planName,
-      limitsByRoute: new RouteLimits(routesByName, shared, own),
-      limits: [...shared, ...own.values()],
-    });
-  }
+  for (const [planName, plan] of Object.entries(config.plans))
+    plans.set(planName, compilePlan(planName, plan, routesByName, fraction));
 
   const clientsByKeyHash = new Map<string, CompiledClient>();
   for (const c of config.clients) {
     const hash = c.key_sha256?.toLowerCase() ?? createHash("sha256").update(c.key!).digest("hex");
-    clientsByKeyHash.set(hash, { id: c.id, plan: plans.get(c.plan)!, tenant: c.tenant });
+    const plan = c.limits
+      ? compilePlan(c.plan, overridden(config.plans[c.plan]!, c.limits), routesByName, fraction)
+      : plans.get(c.plan)!;
+    clientsByKeyHash.set(hash, { id: c.id, plan, tenant: c.tenant });
   }
 
   return Object.freeze({

@@ -89,6 +89,7 @@ const EXAMPLES: Record<string, string> = {
   ),
   "routes[].name": "generate-video",
   "routes[].match.path": "/v1/generate/video",
+  "routes[].match.host": "api.example.com",
   "routes[].match.methods": "[POST]",
   "routes[].upstream": "llm",
   "routes[].by": "ip",
@@ -354,7 +355,8 @@ ${table(rows)}
 ## A limit
 
 \`plans.<name>.global\`, \`plans.<name>.tenant\` and \`plans.<name>.routes.<route>\` each take a
-limit. ${wrap(`Which keys apply depends on \`algorithm\`: ${whatEachTakes()}. \`unlimited: true\` stands alone; \`limit: 0\` denies every request.`)}
+limit, and so do a client's overrides of them (\`clients[].limits.global\`,
+\`clients[].limits.routes.<route>\`). ${wrap(`Which keys apply depends on \`algorithm\`: ${whatEachTakes()}. \`unlimited: true\` stands alone; \`limit: 0\` denies every request.`, 36)}
 
 ${table(limitRows)}
 `;

@@ -9,6 +9,7 @@ import {
   type AlgorithmKeys,
   DEFAULT_ALGORITHM,
 } from "../limits/algorithms/index.js";
+import { hostPatternProblem } from "../routing/host.js";
 import { duration, percent, size } from "./scalars.js";
 
 const hostPort = () =>
@@ -148,6 +149,24 @@ export const clientSchema = z.strictObject({
   tenant: headerSafeName("a tenant", "Tollgate-Tenant")
     .optional()
     .describe("clients of one tenant share its tenant limit"),
+  limits: z
+    .strictObject({
+      global: limitSchema.optional().describe("replaces the plan's global limit for this client"),
+      // Listed so that --check can say why (checks.ts) rather than "unknown key".
+      tenant: limitSchema
+        .optional()
+        .describe(
+          "refused by --check: the tenant limit is one budget shared by every client of the tenant; size it in the plan",
+        ),
+      routes: z
+        .record(z.string(), limitSchema)
+        .default({})
+        .describe("per route name: replaces the plan's limit of that route for this client"),
+    })
+    .optional()
+    .describe(
+      "this client's own sizes of its plan's limits: each replaces the plan's limit of the same key, keeps its name, and must exist in the plan",
+    ),
 });
 
 export const routeSchema = z.strictObject({
@@ -157,6 +176,16 @@ export const routeSchema = z.strictObject({
       .string()
       .startsWith("/", "a route path starts with /")
       .describe("path prefix, matched on segment boundaries; the longest wins"),
+    host: z
+      .string({ error: "expected a host such as api.example.com or *.example.com" })
+      .superRefine((written, ctx) => {
+        const problem = hostPatternProblem(written);
+        if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+      })
+      .optional()
+      .describe(
+        "only requests whose Host is this name (api.example.com) or below it (*.example.com); port ignored, case-insensitive; on one path prefix a route with a host wins over one without (default: every host)",
+      ),
     methods: z
       .array(z.string().regex(/^[A-Za-z]+$/, "expected an HTTP method such as GET"))
       // An empty list would read as "no method" but match every one, as if it were left out.

@@ -59,7 +59,8 @@ export function admit(ctx: RequestContext, env: AdmitEnv): Admission | Promise<A
   }
   ctx.path = target.path;
   ctx.pathAndQuery = target.path + target.query;
-  const route = rt.routes.match(target.matchPath, ctx.method);
+  // A single Host at most: framing refused two.
+  const route = rt.routes.match(target.matchPath, ctx.method, req.headers.host);
   if (!route) return new Refusal("no_route", "no_route", `no route matches ${ctx.method} ${target.path}`);
   ctx.route = route;
   ctx.routeName = route.name;

@@ -553,6 +553,87 @@ describe("a config that cannot lie (issue 20)", () => {
       expect(report(`${head}  - { name: page, match: { path: /V1/Search/ }, upstream: api }\n`)).toEqual([]);
     });
   });
+
+  describe("routes by host", () => {
+    const head = `store: { url: "memory://" }\nupstreams: { api: http://127.0.0.1:3000 }\nroutes:\n`;
+    /** `["a", "/a", "api.example.com"]` is `- { name: a, match: { path: /a, host: "api.example.com" }, upstream: api }`. */
+    const routes = (...list: [name: string, path: string, host?: string, methods?: string][]) =>
+      head +
+      list
+        .map(
+          ([name, path, host, methods]) =>
+            `  - { name: ${name}, match: { path: ${path}${host === undefined ? "" : `, host: ${JSON.stringify(host)}`}${methods ? `, methods: ${methods}` : ""} }, upstream: api }\n`,
+        )
+        .join("");
+    const example = "write it like api.example.com, or *.example.com for every name below example.com";
+
+    it.each([
+      ["https://api.example.com", `a route host has no scheme: ${example}`],
+      ["api.example.com/v1", `a route host has no path (match.path says which paths): ${example}`],
+      [
+        "api.example.com:8443",
+        `a route host has no port: the Host header's port is ignored when matching; ${example}`,
+      ],
+      [
+        "a.*.example.com",
+        '"*" may only be a whole first label, as in *.example.com (every name below example.com)',
+      ],
+      ["*", '"*" alone would match every host: leave host out instead'],
+      [
+        "api..example.com",
+        `"api..example.com" has an empty label (two dots in a row, or a leading dot): ${example}`,
+      ],
+      [
+        "[::1]",
+        "an IPv6 address cannot be a route host: it has many spellings, so a Host header could name it in one the route does not match; leave host out",
+      ],
+    ])("refuses the host %j with its position", (host, message) => {
+      expect(report(routes(["a", "/a", host]))).toEqual([`gw.yaml:4:41: routes[0].match.host: ${message}`]);
+    });
+
+    it("refuses a host that is not a string", () => {
+      expect(report(`${head}  - { name: a, match: { path: /a, host: [a.test] }, upstream: api }\n`)).toEqual([
+        "gw.yaml:4:41: routes[0].match.host: expected a host such as api.example.com or *.example.com",
+      ]);
+    });
+
+    it("accepts an exact host, a wildcard and a host-less route on one prefix, and compiles the host", () => {
+      const yaml = routes(["a", "/a", "API.Example.com."], ["b", "/a", "*.example.com"], ["c", "/a"]);
+      expect(report(yaml)).toEqual([]);
+      const r = loadConfigText(yaml, "gw.yaml", {});
+      if (!r.ok) throw new Error("refused");
+      const rt = compileRuntime(r.config, { file: "gw.yaml", version: r.version });
+      expect(rt.routeList.map((x) => x.host)).toEqual(["api.example.com", "*.example.com", null]);
+      expect(rt.routes.match("/a/x", "GET", "api.example.com:8080")?.name).toBe("a");
+      expect(rt.routes.match("/a/x", "GET", "www.example.com")?.name).toBe("b");
+      expect(rt.routes.match("/a/x", "GET", "example.com")?.name).toBe("c");
+    });
+
+    it("refuses a route of the same host, prefix and methods as another, however the host is spelled", () => {
+      expect(report(routes(["a", "/a", "api.example.com"], ["b", "/A/", "API.example.com."]))).toEqual([
+        'gw.yaml:5:23: routes[1].match: matches the same requests as route "a", so one of them can never apply',
+      ]);
+      expect(
+        report(routes(["a", "/a", "*.example.com", "[GET]"], ["b", "/a", "*.Example.com", "[GET, POST]"])),
+      ).toEqual([
+        'gw.yaml:5:68: routes[1].match.methods[0]: GET requests to this path go to route "a", never to this one',
+      ]);
+    });
+
+    it("sees that routes of different hosts, or of a host and none, never shadow each other", () => {
+      expect(
+        report(
+          routes(
+            ["exact", "/a", "api.example.com"],
+            ["wild", "/a", "*.example.com"],
+            ["shorter", "/a", "*.com"],
+            ["other", "/a", "other.example.com"],
+            ["any", "/a"],
+          ),
+        ),
+      ).toEqual([]);
+    });
+  });
 });
 
 describe("names that only an object's prototype has", () => {

@@ -42,7 +42,7 @@ plans:
       export: { algorithm: concurrency, max_in_flight: 2, lease: 90s }
 routes:
   - { name: login, match: { path: /login, methods: [POST] }, upstream: api, on_failure: closed }
-  - { name: export, match: { path: /export }, upstream: api, max_body: 1mb, by: tenant }
+  - { name: export, match: { path: /export, host: "*.Example.com" }, upstream: api, max_body: 1mb, by: tenant }
   - { name: default, match: { path: / }, upstream: api }
 `);
   const body = describeConfig(rt);
@@ -59,10 +59,10 @@ routes:
         },
       },
     });
-    expect(body.routes.map((r) => [r.name, r.path, r.methods, r.max_body, r.on_failure])).toEqual([
-      ["login", "/login", ["POST"], null, "closed"],
-      ["export", "/export", null, "1mb", expect.any(String)],
-      ["default", "/", null, null, expect.any(String)],
+    expect(body.routes.map((r) => [r.name, r.path, r.host, r.methods, r.max_body, r.on_failure])).toEqual([
+      ["login", "/login", null, ["POST"], null, "closed"],
+      ["export", "/export", "*.example.com", null, "1mb", expect.any(String)],
+      ["default", "/", null, null, null, expect.any(String)],
     ]);
     expect(body.store).toMatchObject({ kind: "redis", prefix: "tg:", timeout: "100ms" });
     expect(body.clients).toEqual([

@@ -41,7 +41,7 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     const limits = await lookup(request);
     if (!limits) return;
     const store = deps.store();
-    const { checks, logKey, plan, tenant } = limits;
+    const { checks, logKey, plan, tenant, overridden } = limits;
     const [views, denials] = await deps.fromStore(() =>
       Promise.all([store.peek(checks), logKey ? store.denials(logKey) : Promise.resolve([])]),
     );
@@ -57,6 +57,8 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
         reset_seconds: Math.ceil(views[i]!.resetMs / 1000),
         shadow: c.spec.shadow === true,
         key: c.key,
+        // Only on a limit the client's own `limits` size, so other callers' answers keep their shape.
+        ...(overridden.has(c.spec.name) ? { override: true } : {}),
       })),
       recent_denials: denials.map((d) => ({
         time: new Date(d.atMs).toISOString(),
