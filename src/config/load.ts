@@ -369,14 +369,24 @@ function knownKeysAt(path: readonly PathSegment[]): string[] {
     else if (def.type === "record") schema = def.valueType;
     else if (def.type === "array") schema = def.element;
     else if (def.type === "union") {
-      schema = (def.options as unknown[]).find(
-        (o) => (unwrap(o) as { def: { type: string } }).def.type === "object",
-      );
+      const shape = objectBranch(def)?.def.shape as Record<string, unknown> | undefined;
+      if (!shape) return [];
+      schema = shape[String(segment)];
     } else return [];
   }
-  schema = unwrap(schema);
-  const def = (schema as { def?: Record<string, unknown> }).def;
+  let def = (unwrap(schema) as { def?: Record<string, unknown> } | undefined)?.def;
+  // A key inside a union (auth_failures: false | { limit, window }): the mapping branch's keys.
+  if (def?.type === "union") def = objectBranch(def)?.def;
   return def?.type === "object" ? Object.keys(def.shape as object) : [];
+}
+
+/** The mapping among a union's branches (`false | { … }`), unwrapped. */
+function objectBranch(def: Record<string, unknown>): { def: Record<string, unknown> } | undefined {
+  for (const option of def.options as unknown[]) {
+    const o = unwrap(option) as { def?: Record<string, unknown> } | undefined;
+    if (o?.def?.type === "object") return o as { def: Record<string, unknown> };
+  }
+  return undefined;
 }
 
 function unwrap(schema: unknown): unknown {

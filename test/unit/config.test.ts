@@ -87,6 +87,23 @@ describe("config loading", () => {
     ]);
   });
 
+  it("points at a typo inside a mapping that may also be a scalar (a union) with the fix", () => {
+    // auth_failures is `false | { limit, window }`, an upstream a URL or a mapping.
+    const text = `${BASE}identity:\n  auth_failures: { limt: 5, window: 1m }\n`;
+    expect(problems(text)).toEqual([
+      'gw.yaml:17:20: identity.auth_failures: unknown key "limt"; did you mean "limit"?',
+    ]);
+    const upstream = BASE.replace(
+      "  api: http://127.0.0.1:3000",
+      '  api: { url: "http://127.0.0.1:3000", timeot: 5s }',
+    );
+    expect(problems(upstream)).toEqual([
+      expect.stringMatching(
+        /^gw\.yaml:\d+:\d+: upstreams\.api: unknown key "timeot"; did you mean "timeout"\?$/,
+      ),
+    ]);
+  });
+
   it("points at an unknown top-level key", () => {
     expect(problems(`${BASE}listn: 1\n`)).toEqual([
       'gw.yaml:16:1: unknown key "listn"; did you mean "listen"?',
