@@ -27,7 +27,7 @@ for i = 1, #KEYS do
   if not algorithm.holds_slot then
     -- With an unbounded quota the step always admits; its commit writes the debit (a sliding
     -- log keeps only the newest p1 units: its commit trims to the limit it is given).
-    local _, pending = algorithm.step(k, now, math.huge, p2, cost)
+    local _, pending = step_over_stale(algorithm, k, now, math.huge, p2, cost)
     algorithm.commit(k, pending, now, p1, p2, cost)
   end
   local remaining, reset = limit_view(algorithm, k, now, p1, p2)

@@ -83,7 +83,7 @@ for _ = 1, tonumber(ARGV[1]) do
     if algorithm == nil then return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg])) end
     local p1, p2, cost_arg = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), ARGV[arg + 3]
     local ok, nxt, remaining, reset_ms, fourth, available_now, reset_now =
-      algorithm.step(KEYS[key + i - 1], now, p1, p2, cost_arg)
+      step_over_stale(algorithm, KEYS[key + i - 1], now, p1, p2, cost_arg)
     -- Per limit, in flat arrays reused by every request of the batch (no table per limit).
     local at = (i - 1) * PENDING
     pending[at + 1], pending[at + 2], pending[at + 3], pending[at + 4] = algorithm, nxt, p1, p2

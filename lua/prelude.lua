@@ -39,6 +39,22 @@ local function redis_clock()
   return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 
+-- A limit's key may hold another algorithm's kind of state (a string where a sorted set is read,
+-- or the reverse): the limit's algorithm changed on a reload, or a client override replaced it
+-- under the same name. Every check of it would fail with WRONGTYPE, and the route's failure
+-- policy would answer every one of them (open: unlimited; the breaker opening for everyone). The
+-- stale state means nothing to the new algorithm: it is deleted and the step runs again, so the
+-- limit starts afresh. A step's first command on its key is the one that fails on the wrong
+-- kind of value, so nothing was written before the error.
+local function step_over_stale(algorithm, k, now, p1, p2, cost_arg)
+  local ran, a, b, c, d, e, f, g = pcall(algorithm.step, k, now, p1, p2, cost_arg)
+  if ran then return a, b, c, d, e, f, g end
+  local text = type(a) == 'table' and a.err or tostring(a)
+  if not string.find(text or '', 'WRONGTYPE', 1, true) then error(a) end
+  redis.call('DEL', k)
+  return algorithm.step(k, now, p1, p2, cost_arg)
+end
+
 -- The head of every deciding script's reply: Redis's clock (the gateway learns its offset from
 -- it), then 1, or 0 when the clock is past the caller's deadline (ARGV, "" for none): the
 -- gateway has answered without this script, so it must write nothing and say so.

@@ -97,3 +97,59 @@ describe("the scripts dispatch each limit to its algorithm", () => {
     },
   );
 });
+
+describe("a key holding another algorithm's kind of state", () => {
+  // A limit's algorithm changed on a reload, or a client override replaced it under the same
+  // name: a string where a sorted set is read, or the reverse. Every check failed with WRONGTYPE
+  // and was answered by the failure policy (open: unlimited, and the breaker opened for all).
+  it.each(SPECS.map((s) => [s.algorithm, s] as const))(
+    "%s: checked and charged as a fresh limit, its key rewritten with its own kind",
+    async (_name, spec) => {
+      const algorithm = ALGORITHMS[spec.algorithm];
+      const [p1, p2] = algorithm.scriptParams(spec);
+      const cost = spec.algorithm === "concurrency" ? "lease-1" : 2;
+      const zsetState = spec.algorithm === "sliding_window" || spec.algorithm === "concurrency";
+      const seed = async (key: string) => {
+        if (zsetState) await env.redis.client.set(key, "12345");
+        else await env.redis.client.zadd(key, 1, "stale");
+      };
+      const wrong = zsetState ? "string" : "zset";
+
+      const checked = freshKey(spec.name);
+      await seed(checked);
+      const now = await redisNow();
+      const decided = (await evalScript(
+        CHECK_SCRIPT,
+        [checked],
+        [1, "", now, 1, 0, "", algorithm.code, p1, p2, cost],
+      )) as (string | number)[];
+      // The reply's head, then the request: allowed, then the limit allowed.
+      expect(decided.slice(1, 4)).toEqual([1, 1, 1]);
+      expect(await env.redis.client.type(checked)).not.toBe(wrong);
+
+      if (spec.algorithm === "concurrency") return; // a slot is not debited by a post-charge
+      const charged = freshKey(spec.name);
+      await seed(charged);
+      const after = (await evalScript(CHARGE_SCRIPT, [charged], ["", "", algorithm.code, p1, p2, 2])) as (
+        | string
+        | number
+      )[];
+      expect(after.slice(0, 2)).toEqual([expect.any(String), 1]);
+      expect(await env.redis.client.type(charged)).not.toBe(wrong);
+    },
+  );
+
+  it("any other error of a step still fails the script", async () => {
+    // A cost that is not a number is refused as before, not swallowed by the stale-state guard.
+    const spec = SPECS[1]!;
+    const algorithm = ALGORITHMS[spec.algorithm];
+    const [p1, p2] = algorithm.scriptParams(spec);
+    await expect(
+      evalScript(
+        CHECK_SCRIPT,
+        [freshKey(spec.name)],
+        [1, "", await redisNow(), 1, 0, "", algorithm.code, p1, p2, "x"],
+      ),
+    ).rejects.toThrow();
+  });
+});

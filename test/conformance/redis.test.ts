@@ -26,15 +26,25 @@ storeConformance("RedisStore", () => ({
 describe("RedisStore specifics", () => {
   it("fails with a StoreError whose reason says why: Redis's error reply, or no connection", async () => {
     const store = await newStore();
-    const key = freshKey("wrongtype");
-    await env.redis.client.rpush(key, "not a bucket");
+    const key = freshKey("refused");
     const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 3, intervalMs: 1000 };
-    const refused = await store.check([{ key, spec, cost: 1 }]).catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(StoreReplyError);
-    expect((refused as StoreReplyError).cause).toMatchObject({ name: "ReplyError" });
-    expect(await store.peek([{ key, spec, cost: 0 }]).catch((e: unknown) => e)).toBeInstanceOf(
+    // Redis refuses the scripts (an ACL without them, as a misconfigured user would have).
+    await env.redis.client.call("ACL", "SETUSER", "default", "-evalsha", "-eval");
+    try {
+      const refused = await store.check([{ key, spec, cost: 1 }]).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(StoreReplyError);
+      expect((refused as StoreReplyError).cause).toMatchObject({ name: "ReplyError" });
+    } finally {
+      await env.redis.client.call("ACL", "SETUSER", "default", "+@all");
+    }
+    // A key of a kind no algorithm writes is healed by a check (lua/prelude.lua) but refused by
+    // a read, which writes nothing.
+    const listKey = freshKey("wrongtype");
+    await env.redis.client.rpush(listKey, "not a bucket");
+    expect(await store.peek([{ key: listKey, spec, cost: 0 }]).catch((e: unknown) => e)).toBeInstanceOf(
       StoreReplyError,
     );
+    expect((await store.check([{ key: listKey, spec, cost: 1 }])).allowed).toBe(true);
 
     // A port nothing listens on: the client refuses every call at once (no offline queue).
     const down = new RedisStore({ url: "redis://127.0.0.1:1", timeoutMs: 200 });

@@ -5,6 +5,7 @@ import type {
   ConcurrencySpec,
   LeakyBucketSpec,
   LimitCheck,
+  LimitSpec,
   TokenBucketSpec,
   WindowSpec,
 } from "../../src/limits/spec.js";
@@ -298,6 +299,42 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       expect(ttl!).toBeLessThanOrEqual(1200);
       await h.advance(1300);
       expect(await h.pttl(key)).toBeNull();
+    });
+  });
+
+  describe(`${name}: a limit whose algorithm changed under the same key`, () => {
+    // A reload changed the limit's algorithm, or a client override replaced the plan's limit
+    // under its name: the key holds another algorithm's state (in Redis, maybe another type).
+    it("starts afresh with the new algorithm, each way, and is never refused for it", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("changed");
+      const bucket: TokenBucketSpec = {
+        algorithm: "token_bucket",
+        name: "c.x",
+        burst: 2,
+        intervalMs: 60_000,
+      };
+      const log: WindowSpec = { algorithm: "sliding_window", name: "c.x", limit: 3, windowMs: 60_000 };
+      const slots: LimitSpec = { algorithm: "concurrency", name: "c.x", maxInFlight: 2, leaseMs: 60_000 };
+      const once = (spec: LimitSpec, leaseId?: string) =>
+        store.check([leaseId ? { key, spec, cost: 1, leaseId } : { key, spec, cost: 1 }]);
+      expect((await sequential(store, [{ key, spec: bucket, cost: 1 }], 3)).map((d) => d.allowed)).toEqual([
+        true,
+        true,
+        false,
+      ]);
+      const first = await once(log);
+      expect(first.allowed).toBe(true);
+      expect(first.outcomes[0]!.remaining).toBe(2);
+      expect((await once(slots, "lease-a")).allowed).toBe(true);
+      expect((await once(slots, "lease-b")).outcomes[0]!.remaining).toBe(0);
+      const back = await once(bucket);
+      expect(back.allowed).toBe(true);
+      expect(back.outcomes[0]!.remaining).toBe(1);
+      // A post-charge over another algorithm's state debits the new one from full.
+      const charged = await store.charge([{ key, spec: log, cost: 1 }]);
+      expect(charged[0]!.remaining).toBe(2);
     });
   });
 

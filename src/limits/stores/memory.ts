@@ -24,6 +24,12 @@ interface Entry {
   /** Algorithm-specific (a number for a token bucket, a list for a sliding log, …). */
   state: unknown;
   expiresAtMs: number;
+  /**
+   * The algorithm that wrote a limit's state (absent for denial records). A limit whose
+   * algorithm changed on a reload, or a client override under the plan's name, finds another
+   * algorithm's state under its key: it is read as no state, as check.lua does.
+   */
+  algorithm?: LimitCheck["spec"]["algorithm"];
 }
 
 export interface MemoryStoreOptions {
@@ -75,7 +81,7 @@ export class MemoryStore implements Store {
    */
   checkSync(checks: readonly LimitCheck[], nowMs: number = this.now()): StoreDecision {
     const steps = checks.map((c) =>
-      ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, c.cost, c.leaseId, c.batch),
+      ALGORITHMS[c.spec.algorithm].step(this.stateOf(c, nowMs), nowMs, c.spec, c.cost, c.leaseId, c.batch),
     );
     let allowed = true;
     for (let i = 0; i < checks.length; i++) {
@@ -84,7 +90,8 @@ export class MemoryStore implements Store {
     if (allowed) {
       for (let i = 0; i < checks.length; i++) {
         const step = steps[i]!;
-        if (step.outcome.allowed) this.write(checks[i]!.key, step.nextState, nowMs + step.ttlMs);
+        const c = checks[i]!;
+        if (step.outcome.allowed) this.write(c.key, step.nextState, nowMs + step.ttlMs, c.spec.algorithm);
       }
     }
     return { allowed, outcomes: steps.map((s) => (allowed ? s.outcome : s.uncharged)) };
@@ -130,7 +137,7 @@ export class MemoryStore implements Store {
 
   /** What a zero-cost check of one limit sees, nothing written. */
   private view(c: LimitCheck, nowMs: number): ChargedLimit {
-    const { uncharged } = ALGORITHMS[c.spec.algorithm].step(this.read(c.key, nowMs), nowMs, c.spec, 0, "");
+    const { uncharged } = ALGORITHMS[c.spec.algorithm].step(this.stateOf(c, nowMs), nowMs, c.spec, 0, "");
     return { remaining: uncharged.remaining, resetMs: uncharged.resetMs };
   }
 
@@ -171,8 +178,8 @@ export class MemoryStore implements Store {
   chargeSync(checks: readonly LimitCheck[], nowMs: number = this.now()): ChargedLimit[] {
     return checks.map((c) => {
       if (isRateLimit(c.spec)) {
-        const step = chargeStep(this.read(c.key, nowMs), nowMs, c.spec, c.cost);
-        this.write(c.key, step.nextState, nowMs + step.ttlMs);
+        const step = chargeStep(this.stateOf(c, nowMs), nowMs, c.spec, c.cost);
+        this.write(c.key, step.nextState, nowMs + step.ttlMs, c.spec.algorithm);
       }
       return this.view(c, nowMs);
     });
@@ -186,7 +193,7 @@ export class MemoryStore implements Store {
     for (const { key, leaseId } of leases) {
       const entry = this.entries.get(key);
       // The key keeps its expiry: it is the latest lease's, and that lease may still be live.
-      if (entry) entry.state = releaseLease(entry.state as Leases, leaseId);
+      if (entry?.algorithm === "concurrency") entry.state = releaseLease(entry.state as Leases, leaseId);
     }
   }
 
@@ -194,7 +201,7 @@ export class MemoryStore implements Store {
     const nowMs = options?.nowMs ?? this.now();
     for (const l of leases) {
       const entry = this.entries.get(l.key);
-      if (!entry || entry.expiresAtMs <= nowMs) continue;
+      if (!entry || entry.expiresAtMs <= nowMs || entry.algorithm !== "concurrency") continue;
       const held = entry.state as Leases;
       const renewed = renewLease(held, l.leaseId, nowMs, l.leaseMs);
       if (renewed === held) continue;
@@ -212,6 +219,14 @@ export class MemoryStore implements Store {
       return null;
     }
     return entry.state;
+  }
+
+  /** The state of a limit's key, or null when absent, expired or written by another algorithm. */
+  private stateOf(c: LimitCheck, nowMs: number): unknown {
+    const state = this.read(c.key, nowMs);
+    if (state === null) return null;
+    const by = this.entries.get(c.key)!.algorithm;
+    return by === undefined || by === c.spec.algorithm ? state : null;
   }
 
   /** Remaining TTL of a key in ms, or null (mirrors PTTL for the conformance suite). */
@@ -236,7 +251,12 @@ export class MemoryStore implements Store {
     this.entries.clear();
   }
 
-  private write(key: string, state: unknown, expiresAtMs: number): void {
+  private write(
+    key: string,
+    state: unknown,
+    expiresAtMs: number,
+    algorithm?: LimitCheck["spec"]["algorithm"],
+  ): void {
     // Re-inserting moves the key to the end of the map's order, so eviction drops the
     // least recently written key first.
     this.entries.delete(key);
@@ -244,7 +264,10 @@ export class MemoryStore implements Store {
       const oldest = this.entries.keys().next();
       if (!oldest.done) this.entries.delete(oldest.value);
     }
-    this.entries.set(key, { state, expiresAtMs });
+    this.entries.set(
+      key,
+      algorithm === undefined ? { state, expiresAtMs } : { state, expiresAtMs, algorithm },
+    );
   }
 
   private sweep(): void {
