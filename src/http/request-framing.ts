@@ -18,6 +18,35 @@ export interface FramingProblem {
 }
 
 /**
+ * A Host the gateway routes by and passes on (X-Forwarded-Host): a name of letters, digits, `-`
+ * and `_` labels (one trailing dot), or an IP literal in brackets, and an optional port. Anything
+ * else is refused (RFC 9112 §3.2: 400): `api.example.com,other.com`, `user@api.example.com`,
+ * `api%2eexample.com`, fullwidth or other Unicode dots all route as some other host here while an
+ * upstream reading X-Forwarded-Host would find api.example.com in them. Empty is allowed (a
+ * request target without an authority).
+ */
+const HOST_VALUE = /^(?:[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?$/;
+
+/** Why a Host value cannot be routed by, or null. */
+export function hostValueProblem(host: string): string | null {
+  if (host === "") return null;
+  const m = HOST_VALUE.exec(host);
+  if (!m) return "the Host header is not a host name with an optional port";
+  if (m[1] !== undefined && Number(m[1]) > 65_535) return "the Host header's port is not a port";
+  return null;
+}
+
+const ABSOLUTE_FORM = /^https?:\/\/([^/?#]*)/i;
+
+/** A host compared as routing does: lower case, without a port or a trailing dot. */
+function hostName(authority: string): string {
+  const name = authority.startsWith("[")
+    ? authority.slice(0, authority.indexOf("]") + 1)
+    : authority.split(":")[0]!;
+  return name.toLowerCase().replace(/\.$/, "");
+}
+
+/**
  * Refusals, in the order checked:
  * - more than MAX_REQUEST_HEADERS fields: 431;
  * - a Transfer-Encoding whose last coding is not chunked (the body would run until the connection
@@ -25,13 +54,16 @@ export interface FramingProblem {
  * - an HTTP/1.1 request without Host, or with two (RFC 9112 §3.2: 400); Node keeps the first and
  *   an upstream may keep the last;
  * - two Authorization fields: a singleton field; the gateway would identify the first while the
- *   upstream may read the other.
+ *   upstream may read the other;
+ * - a Host that is not a host name (HOST_VALUE), or an absolute-form target naming another host.
  */
 export function framingProblem(
   rawHeaders: readonly string[],
   headers: IncomingHttpHeaders,
   httpVersionMajor: number,
   httpVersionMinor: number,
+  /** The request target as received (absolute-form names a host of its own). */
+  target?: string,
 ): FramingProblem | null {
   if (rawHeaders.length > 2 * MAX_REQUEST_HEADERS) {
     return {
@@ -59,6 +91,20 @@ export function framingProblem(
   if (hosts > 1) return { code: "bad_request", detail: "the request has more than one Host header" };
   if (authorizations > 1) {
     return { code: "bad_request", detail: "the request has more than one Authorization header" };
+  }
+  const host = headers.host;
+  if (host !== undefined) {
+    const problem = hostValueProblem(host);
+    if (problem) return { code: "bad_request", detail: problem };
+  }
+  // An absolute-form target names its own host (RFC 9112 §3.2.2: the Host header is then to be
+  // ignored); a front proxy would route by it while this gateway routes by Host. They must agree.
+  const absolute = target === undefined ? null : ABSOLUTE_FORM.exec(target);
+  if (absolute && (host === undefined || hostName(absolute[1]!) !== hostName(host))) {
+    return {
+      code: "bad_request",
+      detail: "an absolute request target must name the host of the Host header, which routes it",
+    };
   }
   return null;
 }

@@ -43,7 +43,13 @@ export function admit(ctx: RequestContext, env: AdmitEnv): Admission | Promise<A
   // A gateway in front of APIs is no forward proxy. Node would close the socket without a word
   // (nothing answered, logged or counted); it gets a 405 problem and the socket is closed.
   if (req.method === "CONNECT") return CONNECT_REFUSED;
-  const framing = framingProblem(req.rawHeaders, req.headers, req.httpVersionMajor, req.httpVersionMinor);
+  const framing = framingProblem(
+    req.rawHeaders,
+    req.headers,
+    req.httpVersionMajor,
+    req.httpVersionMinor,
+    req.url,
+  );
   if (framing) return new Refusal(framing.code, "bad_request", framing.detail, CLOSE);
   // The server has a checkContinue listener, so Node never answers 100 Continue by itself: the
   // body is invited only once the request is admitted and decided (forward). Until then the

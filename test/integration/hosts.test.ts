@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type InProcessGateway, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
+import { rawRequest } from "../support/raw.js";
 import { type RedisProcess, startRedis } from "../support/redis.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
@@ -88,5 +89,45 @@ describe("routes by host", () => {
       expect(r.status).toBe(429);
       expect(r.json()).toMatchObject({ "violated-policies": ["anonymous.api-search"] });
     }
+  });
+
+  it("refuses a Host an upstream would read as another host, and a target naming another host", async () => {
+    // Each routed as some other host here, while an upstream reading X-Forwarded-Host (Express's
+    // req.hostname, WHATWG URL) finds api.example.com in it: a way around that route's budget.
+    const hosts = [
+      "api.example.com,other.com",
+      "user@api.example.com",
+      "api%2eexample.com",
+      "api.example.com/x",
+      "api.example.com\\x",
+      "api.example.com:abc",
+      "api.example.com:99999",
+      "api.example.com..",
+      "a b",
+    ];
+    for (const host of hosts) {
+      const r = await rawRequest(
+        gw.url,
+        `GET /v1/search HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+      );
+      expect([host, r.status]).toEqual([host, 400]);
+      expect(r.text).toContain("application/problem+json");
+    }
+    const fullwidth = Buffer.concat([
+      Buffer.from("GET /v1/search HTTP/1.1\r\nHost: "),
+      Buffer.from("ａｐｉ.example.com", "utf8"),
+      Buffer.from("\r\nConnection: close\r\n\r\n"),
+    ]);
+    expect((await rawRequest(gw.url, fullwidth)).status).toBe(400);
+    // An absolute-form target is routed by Host only when both name the same host.
+    const absolute = (target: string, host: string) =>
+      rawRequest(gw.url, `GET ${target} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    expect((await absolute("http://api.example.com/v1/search", "other.com")).status).toBe(400);
+    expect((await absolute("http://other.com/v1/search", "api.example.com")).status).toBe(400);
+    expect((await rawRequest(gw.url, "GET http://api.example.com/v1/search HTTP/1.0\r\n\r\n")).status).toBe(
+      400,
+    );
+    const same = await absolute("http://API.example.com:80/v1/search/y", "api.example.com");
+    expect(same.status).not.toBe(400);
   });
 });

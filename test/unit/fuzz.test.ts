@@ -6,7 +6,7 @@ import { compileRuntime } from "../../src/config/compile.js";
 import { substituteEnv } from "../../src/config/env.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { parseDuration, parseRate, parseSize } from "../../src/config/units.js";
-import { framingProblem, MAX_REQUEST_HEADERS } from "../../src/http/request-framing.js";
+import { framingProblem, hostValueProblem, MAX_REQUEST_HEADERS } from "../../src/http/request-framing.js";
 import { type Identification, identifyCaller } from "../../src/identity/caller.js";
 import {
   parseForwarded,
@@ -219,6 +219,53 @@ routes: [{ name: default, match: { path: / }, upstream: api }]
       }),
       RUNS,
     );
+  });
+
+  it("Host: only names of letters, digits, - and _ (or an IP literal) and a port pass", () => {
+    const label = fc.string({ unit: fc.constantFrom("a", "Z", "0", "-", "_"), minLength: 1, maxLength: 6 });
+    const name = fc.array(label, { minLength: 1, maxLength: 4 }).map((l) => l.join("."));
+    const port = fc.option(fc.integer({ min: 0, max: 65_535 }), { nil: undefined });
+    fc.assert(
+      fc.property(name, fc.boolean(), port, (host, dot, p) => {
+        expect(hostValueProblem(`${host}${dot ? "." : ""}${p === undefined ? "" : `:${p}`}`)).toBeNull();
+      }),
+      RUNS,
+    );
+    // Anything with a character an upstream may read as a separator, an escape or another host.
+    const any = fc.string({
+      unit: fc.constantFrom(
+        "a",
+        ".",
+        ":",
+        ",",
+        "@",
+        "%",
+        "/",
+        "\\",
+        " ",
+        "\t",
+        "ａ",
+        "。",
+        "[",
+        "]",
+        "1",
+        "_",
+      ),
+      maxLength: 12,
+    });
+    fc.assert(
+      fc.property(any, (host) => {
+        if (hostValueProblem(host) !== null) return;
+        expect(host).toMatch(/^[A-Za-z0-9._:[\]-]*$/);
+        // A bracketed literal, or a name without empty labels; then at most a numeric port.
+        const rest = host.startsWith("[") ? host.slice(host.indexOf("]") + 1) : host;
+        expect(rest).toMatch(/^(?:[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?)?(?::[0-9]+)?$/);
+      }),
+      RUNS,
+    );
+    expect(hostValueProblem("api.example.com:65536")).not.toBeNull();
+    expect(hostValueProblem("[::1]:8080")).toBeNull();
+    expect(hostValueProblem("")).toBeNull();
   });
 
   it("an upgrade served plain: the rebuilt head never asks to upgrade and keeps every other field", () => {
