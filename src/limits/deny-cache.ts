@@ -21,16 +21,10 @@
 // DenyCacheStore puts the cache in front of a store as a decorator (like the breaker): known
 // denials are answered with `local: true` and queued to the store's denial log; the store's own
 // denials are remembered.
+import { DecoratedStore } from "./decorated-store.js";
 import { DenialQueue } from "./denials.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "./spec.js";
-import type {
-  AtOptions,
-  ChargedLimit,
-  CheckOptions,
-  DenialLog,
-  Lease,
-  LimitStore,
-} from "./stores/contract.js";
+import type { CheckOptions, DenialLog, LimitStore } from "./stores/contract.js";
 
 interface Entry {
   untilMs: number;
@@ -123,17 +117,13 @@ export interface DenyCacheStoreOptions {
   maxEntries?: number;
 }
 
-export class DenyCacheStore implements LimitStore {
-  readonly kind: LimitStore["kind"];
+export class DenyCacheStore extends DecoratedStore<LimitStore & DenialLog> {
   private readonly cache: DenyCache;
   private readonly queue: DenialQueue;
   private readonly now: () => number;
 
-  constructor(
-    private readonly inner: LimitStore & DenialLog,
-    options: DenyCacheStoreOptions,
-  ) {
-    this.kind = inner.kind;
+  constructor(inner: LimitStore & DenialLog, options: DenyCacheStoreOptions) {
+    super(inner);
     this.now = options.now;
     this.cache = new DenyCache(options.maxEntries);
     this.queue = new DenialQueue(inner);
@@ -178,21 +168,5 @@ export class DenyCacheStore implements LimitStore {
   /** Stops the flush timer after a last flush. */
   close(): Promise<void> {
     return this.queue.close();
-  }
-
-  shardOf(checks: readonly LimitCheck[]): string {
-    return this.inner.shardOf?.(checks) ?? "";
-  }
-
-  charge(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
-    return this.inner.charge(checks, options);
-  }
-
-  release(leases: readonly Lease[]): Promise<void> {
-    return this.inner.release(leases);
-  }
-
-  renew(leases: readonly Lease[], options?: AtOptions): Promise<void> {
-    return this.inner.renew(leases, options);
   }
 }

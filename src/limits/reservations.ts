@@ -4,8 +4,9 @@
 // are always taken from the store before they are granted, so batching never admits more than the
 // limit; it can admit fewer (tokens reserved by one instance are not available to another, and
 // expire unused). docs/scaling.md has the measured trade-off.
+import { DecoratedStore } from "./decorated-store.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "./spec.js";
-import type { AtOptions, ChargedLimit, CheckOptions, Lease, LimitStore } from "./stores/contract.js";
+import type { CheckOptions, LimitStore } from "./stores/contract.js";
 
 /** How long an instance keeps tokens it reserved for a `batch: N` limit. */
 export const RESERVATION_MS = 1000;
@@ -29,17 +30,13 @@ export interface ReservationStoreOptions {
   now: () => number;
 }
 
-export class ReservationStore implements LimitStore {
-  readonly kind: LimitStore["kind"];
+export class ReservationStore extends DecoratedStore {
   private readonly reservations = new Map<string, Reservation>();
   private readonly refills = new Map<string, Promise<void>>();
   private readonly now: () => number;
 
-  constructor(
-    private readonly inner: LimitStore,
-    options: ReservationStoreOptions,
-  ) {
-    this.kind = inner.kind;
+  constructor(inner: LimitStore, options: ReservationStoreOptions) {
+    super(inner);
     this.now = options.now;
   }
 
@@ -172,22 +169,6 @@ export class ReservationStore implements LimitStore {
         resetAtMs: nowMs + o.resetMs,
       });
     }
-  }
-
-  shardOf(checks: readonly LimitCheck[]): string {
-    return this.inner.shardOf?.(checks) ?? "";
-  }
-
-  charge(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
-    return this.inner.charge(checks, options);
-  }
-
-  release(leases: readonly Lease[]): Promise<void> {
-    return this.inner.release(leases);
-  }
-
-  renew(leases: readonly Lease[], options?: AtOptions): Promise<void> {
-    return this.inner.renew(leases, options);
   }
 }
 
