@@ -130,6 +130,17 @@ function gatewayFds(): number {
   return readdirSync(`/proc/${gw.child.pid}/fd`).length;
 }
 
+/** The gateway's open fds once they are back within 2 of `baseline`, or after `ms`. */
+async function fdsSettle(baseline: number, ms: number): Promise<number> {
+  let fds = gatewayFds();
+  const until = Date.now() + ms;
+  while (fds > baseline + 2 && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 100));
+    fds = gatewayFds();
+  }
+  return fds;
+}
+
 describe("only WebSocket upgrades are tunnelled (13.1)", () => {
   it("an h2c upgrade is served as plain HTTP/1.1 without Upgrade and HTTP2-Settings", async () => {
     const c = rawConnection();
@@ -207,13 +218,7 @@ describe("refused handshakes close their socket (13.2)", () => {
     for (const c of conns) expect(await c.waitFor(() => c.state.ended)).toBe(true);
     expect(conns.map((c) => Number(c.state.text.slice(9, 12))).slice(0, 4)).toEqual([401, 404, 429, 200]);
     // After the linger the gateway has forgotten them even though the clients never closed.
-    let fds = gatewayFds();
-    const until = Date.now() + 5000;
-    while (fds > baseline + 2 && Date.now() < until) {
-      await new Promise((r) => setTimeout(r, 100));
-      fds = gatewayFds();
-    }
-    expect(fds).toBeLessThanOrEqual(baseline + 2);
+    expect(await fdsSettle(baseline, 5000)).toBeLessThanOrEqual(baseline + 2);
     for (const c of conns) c.socket.destroy();
   });
 });
@@ -239,13 +244,7 @@ describe("a client that abandons its handshake", () => {
     // A reset, not a FIN: the slot comes back at once, not after the half-close linger.
     next.socket.resetAndDestroy();
     gone.socket.destroy();
-    let fds = gatewayFds();
-    const fdsUntil = Date.now() + 3000;
-    while (fds > baseline + 2 && Date.now() < fdsUntil) {
-      await new Promise((r) => setTimeout(r, 100));
-      fds = gatewayFds();
-    }
-    expect(fds).toBeLessThanOrEqual(baseline + 2);
+    expect(await fdsSettle(baseline, 3000)).toBeLessThanOrEqual(baseline + 2);
   });
 });
 
@@ -332,13 +331,7 @@ describe("a handshake reset by its client before the answer", () => {
     }
     await new Promise((r) => setTimeout(r, 300));
     expect(gw.child.exitCode).toBeNull();
-    let fds = gatewayFds();
-    const until = Date.now() + 5000;
-    while (fds > baseline + 2 && Date.now() < until) {
-      await new Promise((r) => setTimeout(r, 100));
-      fds = gatewayFds();
-    }
-    expect(fds).toBeLessThanOrEqual(baseline + 2);
+    expect(await fdsSettle(baseline, 5000)).toBeLessThanOrEqual(baseline + 2);
     const next = rawConnection();
     next.socket.write(
       "GET /open/after HTTP/1.1\r\nHost: x\r\nx-api-key: key-alice\r\nConnection: close\r\n\r\n",
