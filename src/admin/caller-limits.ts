@@ -41,7 +41,9 @@ export function callerLimits(
 ): CallerLookup {
   const prefix = rt.store.prefix;
   const checks = new Map<string, LimitCheck>();
-  const add = (caller: Caller, planned: PlannedLimit, scope = planned.scope) => {
+  const add = (caller: Caller, planned: PlannedLimit, scope = planned.by.scope) => {
+    // Limits keyed by request values or by route have no one key per caller.
+    if (scope === undefined) return;
     const key = limitKey(prefix, scope, caller, planned.spec.name);
     if (!checks.has(key)) checks.set(key, { key, spec: planned.spec, cost: 0 });
   };
@@ -68,7 +70,7 @@ export function callerLimits(
     const tenant = configured?.tenant ?? query.tenant;
     const caller: Caller = { kind: "client", id: ref.id, plan, tenant, ipKey: "" };
     everyLimit(plan, (p) => {
-      if (p.scope === "ip") return; // keyed by whatever IP the client calls from
+      if (p.by.scope === "ip") return; // keyed by whatever IP the client calls from
       if (!binds(p, caller)) return;
       add(caller, p);
     });
@@ -86,7 +88,7 @@ export function callerLimits(
 
   if (ref.kind === "tenant") {
     const caller: Caller = { kind: "client", id: "", plan: undefined as never, tenant: ref.id, ipKey: "" };
-    for (const plan of rt.plans.values()) everyLimit(plan, (p) => p.scope === "tenant" && add(caller, p));
+    for (const plan of rt.plans.values()) everyLimit(plan, (p) => p.by.scope === "tenant" && add(caller, p));
     if (checks.size === 0) return { ok: false, status: 404, detail: "no plan has a tenant limit" };
     return {
       ok: true,
@@ -105,7 +107,7 @@ export function callerLimits(
   const ipKey = callerIpKey(unwrapMapped(bytes), rt.identity.ipv6Prefix);
   const anonymous: Caller = { kind: "anonymous", plan: rt.anonymousPlan, ipKey };
   if (rt.anonymousPlan) everyLimit(rt.anonymousPlan, (p) => add(anonymous, p, "ip"));
-  for (const plan of rt.plans.values()) everyLimit(plan, (p) => p.scope === "ip" && add(anonymous, p));
+  for (const plan of rt.plans.values()) everyLimit(plan, (p) => p.by.scope === "ip" && add(anonymous, p));
   return {
     ok: true,
     limits: {

@@ -7,6 +7,7 @@ import type { JwtVerifier } from "../identity/jwt.js";
 import { ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
 import { denyEverything } from "../limits/algorithms/windows.js";
 import { compiledLimit } from "../limits/compiled.js";
+import { type KeyBy, parseKeyBy, ROUTE_BY, scopeBy } from "../limits/key-by.js";
 import type { LimitScope, PlannedLimit } from "../limits/plan.js";
 import type { LimitSpec } from "../limits/spec.js";
 import { normalizeHostPattern } from "../routing/host.js";
@@ -34,7 +35,17 @@ export interface CompiledRoute {
   /** match.host as routing/host.ts spells it (`api.example.com`, `*.example.com`); null: every host. */
   host: string | null;
   upstream: CompiledUpstream;
+  /** `routes[].by`: how the plans' limits of this route are keyed unless their own `by` says. */
   by: LimitScope;
+  /** `routes[].limits`, named `<route>.<name>`: every caller's, whatever its plan. */
+  limits: readonly PlannedLimit[];
+  /**
+   * Header and query parameter names some limit of this route may key by: a request that
+   * carries one of them twice is refused (admit.ts), since which copy an upstream reads is its
+   * own choice.
+   */
+  keyedHeaders: readonly string[];
+  keyedQuery: readonly string[];
   cost: number;
   onFailure: FailurePolicy;
   /** Largest request body in bytes (max_body); undefined: no cap. */
@@ -149,12 +160,14 @@ class RouteLimits implements ReadonlyMap<string, readonly PlannedLimit[]> {
     private readonly own: ReadonlyMap<string, PlannedLimit>,
   ) {}
 
+  /** The plan's global and tenant limits, its entry for the route, then the route's own limits. */
   get(name: string): readonly PlannedLimit[] | undefined {
     const built = this.built.get(name);
     if (built !== undefined) return built;
-    if (!this.routes.has(name)) return undefined;
+    const route = this.routes.get(name);
+    if (!route) return undefined;
     const own = this.own.get(name);
-    const limits = own ? [...this.shared, own] : [...this.shared];
+    const limits = own ? [...this.shared, own, ...route.limits] : [...this.shared, ...route.limits];
     this.built.set(name, limits);
     return limits;
   }
@@ -214,15 +227,15 @@ function compilePlan(
   const global = plan.global ? compileLimit(`${planName}.global`, plan.global) : null;
   const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant) : null;
   const shared: PlannedLimit[] = [];
-  const planned = (spec: LimitSpec, scope: LimitScope, tenantOnly: boolean): PlannedLimit =>
-    Object.freeze({ ...compiledLimit(spec, fraction), scope, tenantOnly });
-  if (global) shared.push(planned(global, "caller", false));
-  if (tenant) shared.push(planned(tenant, "tenant", true));
+  const planned = (spec: LimitSpec, by: KeyBy, tenantOnly: boolean): PlannedLimit =>
+    Object.freeze({ ...compiledLimit(spec, fraction), by, tenantOnly });
+  if (global) shared.push(planned(global, compiledBy(plan.global!.by, scopeBy("caller")), false));
+  if (tenant) shared.push(planned(tenant, compiledBy(plan.tenant!.by, scopeBy("tenant")), true));
   const own = new Map<string, PlannedLimit>();
   for (const [routeName, limit] of Object.entries(plan.routes)) {
     const route = routesByName.get(routeName);
     const spec = route ? compileLimit(`${planName}.${routeName}`, limit) : null;
-    if (route && spec) own.set(routeName, planned(spec, route.by, false));
+    if (route && spec) own.set(routeName, planned(spec, compiledBy(limit.by, scopeBy(route.by)), false));
   }
   return {
     name: planName,
@@ -239,10 +252,86 @@ function compilePlan(
  * shared by the tenant's clients, which one client's sizes would make them disagree on.
  */
 function overridden(plan: PlanConfig, limits: NonNullable<ClientConfig["limits"]>): PlanConfig {
+  // An override sizes a limit; how it is keyed stays the plan's (checks.ts refuses a `by` here).
+  const keyedAs = (size: LimitConfig, of: LimitConfig | undefined): LimitConfig =>
+    of?.by === undefined ? size : { ...size, by: of.by };
+  const routes = { ...plan.routes };
+  for (const [name, size] of Object.entries(limits.routes)) routes[name] = keyedAs(size, plan.routes[name]);
   return {
     ...plan,
-    ...(limits.global ? { global: limits.global } : {}),
-    routes: { ...plan.routes, ...limits.routes },
+    ...(limits.global ? { global: keyedAs(limits.global, plan.global) } : {}),
+    routes,
+  };
+}
+
+/** A limit's written `by`, compiled (the schema has checked it), or its default. */
+function compiledBy(written: LimitConfig["by"], fallback: KeyBy): KeyBy {
+  if (written === undefined) return fallback;
+  const by = parseKeyBy(written);
+  if ("error" in by) throw new Error(`a by passed validation and then failed: ${by.error}`);
+  return by;
+}
+
+/** A route's own limits (`routes[].limits`), named `<route>.<name>`, keyed by route by default. */
+function compileRouteLimits(
+  routeName: string,
+  limits: Config["routes"][number]["limits"],
+  fraction: number,
+): PlannedLimit[] {
+  const out: PlannedLimit[] = [];
+  for (const [name, limit] of Object.entries(limits)) {
+    const spec = compileLimit(`${routeName}.${name}`, limit);
+    if (spec)
+      out.push(
+        Object.freeze({
+          ...compiledLimit(spec, fraction),
+          by: compiledBy(limit.by, ROUTE_BY),
+          tenantOnly: false,
+        }),
+      );
+  }
+  return out;
+}
+
+/**
+ * The header and query parameter names any limit may key a route's requests by: the plans'
+ * global and tenant limits (every route's), their entries for the route, the route's own.
+ */
+function keyedNames(
+  config: Config,
+): (route: Config["routes"][number]) => { headers: string[]; query: string[] } {
+  const everywhere = { headers: new Set<string>(), query: new Set<string>() };
+  const perRoute = new Map<string, { headers: Set<string>; query: Set<string> }>();
+  const collect = (written: LimitConfig["by"], into: { headers: Set<string>; query: Set<string> }) => {
+    if (written === undefined) return;
+    const by = parseKeyBy(written);
+    if ("error" in by) return;
+    for (const part of by.parts) {
+      if (part.kind === "header") into.headers.add(part.name);
+      if (part.kind === "query") into.query.add(part.name);
+    }
+  };
+  const routeSets = (name: string) => {
+    let sets = perRoute.get(name);
+    if (!sets) {
+      sets = { headers: new Set(), query: new Set() };
+      perRoute.set(name, sets);
+    }
+    return sets;
+  };
+  for (const plan of Object.values(config.plans)) {
+    collect(plan.global?.by, everywhere);
+    collect(plan.tenant?.by, everywhere);
+    for (const [routeName, limit] of Object.entries(plan.routes)) collect(limit.by, routeSets(routeName));
+  }
+  for (const route of config.routes)
+    for (const limit of Object.values(route.limits)) collect(limit.by, routeSets(route.name));
+  return (route) => {
+    const own = perRoute.get(route.name);
+    return {
+      headers: [...new Set([...everywhere.headers, ...(own?.headers ?? [])])],
+      query: [...new Set([...everywhere.query, ...(own?.query ?? [])])],
+    };
   };
 }
 
@@ -257,9 +346,12 @@ export function compileRuntime(
   const upstreams = new Map(
     Object.entries(config.upstreams).map(([name, u]) => [name, compileUpstream(name, u)]),
   );
+  const fraction = config.store.local_fraction;
+  const keyed = keyedNames(config);
   const routeList: CompiledRoute[] = config.routes.map((r) => {
     const normalized = normalizeTarget(r.match.path);
     if (!normalized.ok) throw new Error(`route ${r.name} passed validation with a bad path`);
+    const reads = keyed(r);
     return {
       name: r.name,
       matchPrefix: normalized.matchPath,
@@ -267,6 +359,9 @@ export function compileRuntime(
       host: r.match.host === undefined ? null : normalizeHostPattern(r.match.host),
       upstream: upstreams.get(r.upstream)!,
       by: r.by ?? "caller",
+      limits: compileRouteLimits(r.name, r.limits, fraction),
+      keyedHeaders: reads.headers,
+      keyedQuery: reads.query,
       cost: r.cost,
       onFailure: r.on_failure ?? config.store.on_failure,
       maxBody: r.max_body,
@@ -276,7 +371,6 @@ export function compileRuntime(
 
   const routesByName = new Map<string, CompiledRoute>();
   for (const route of routeList) if (!routesByName.has(route.name)) routesByName.set(route.name, route);
-  const fraction = config.store.local_fraction;
   const plans = new Map<string, CompiledPlan>();
   for (const [planName, plan] of Object.entries(config.plans))
     plans.set(planName, compilePlan(planName, plan, routesByName, fraction));

@@ -84,6 +84,7 @@ const EXAMPLES: Record<string, string> = {
   "<limit>.algorithm": "sliding_window",
   "<limit>.shadow": "true",
   "<limit>.unlimited": "true",
+  "<limit>.by": '[caller, "header:x-model"]',
   ...Object.fromEntries(
     Object.entries(ALGORITHM_KEYS as LimitKeys).map(([key, d]) => [`<limit>.${key}`, d.example]),
   ),

@@ -9,6 +9,7 @@ import {
   type AlgorithmKeys,
   DEFAULT_ALGORITHM,
 } from "../limits/algorithms/index.js";
+import { KEY_PART_FORMS, parseKeyBy } from "../limits/key-by.js";
 import { hostPatternProblem } from "../routing/host.js";
 import { duration, percent, size } from "./scalars.js";
 
@@ -43,6 +44,7 @@ const LIMIT_KEY_ORDER = [
   "lease",
   "queue",
   "batch",
+  "by",
 ];
 
 /** Each key some algorithm takes, by its schema (limits/algorithms/ says which algorithm takes which). */
@@ -50,11 +52,32 @@ const algorithmKeys = Object.fromEntries(
   Object.entries(ALGORITHM_KEYS).map(([key, definition]) => [key, definition.schema]),
 ) as { [K in keyof AlgorithmKeys]: AlgorithmKeys[K]["schema"] };
 
+/** `by`: one key part or a list of them (limits/key-by.ts reads and explains them). */
+const keyBySchema = z
+  .union([z.string(), z.array(z.string()).min(1, `list at least one key part: ${KEY_PART_FORMS}`)], {
+    error: `expected a key part or a list of them: ${KEY_PART_FORMS}`,
+  })
+  .superRefine((written, ctx) => {
+    const parsed = parseKeyBy(written);
+    if ("error" in parsed) {
+      ctx.addIssue({
+        code: "custom",
+        message: parsed.error,
+        ...(parsed.at === undefined ? {} : { path: [parsed.at] }),
+      });
+    }
+  });
+
 const limitKeys = {
   algorithm: z.enum(ALGORITHM_NAMES).optional().describe(`default ${DEFAULT_ALGORITHM}`),
   ...algorithmKeys,
   shadow: z.boolean().optional().describe("evaluate and count, never deny"),
   unlimited: z.boolean().optional().describe("exempt this scope from limiting"),
+  by: keyBySchema
+    .optional()
+    .describe(
+      "what one budget is kept per: caller, tenant, ip, route, header:<name>, query:<name>, claim:<name>, segment:<n>, or a list of these (one budget per combination); default caller for plan limits, route for route limits",
+    ),
 };
 
 /** Where a key is listed: its place in LIMIT_KEY_ORDER, or after all of them. */
@@ -105,6 +128,8 @@ const callerList = z.strictObject({
  */
 export const ROUTE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 export const PLAN_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+/** A route limit's own name (`total` of `search.total`): like a plan's, no `.` in it. */
+export const LIMIT_NAME = PLAN_NAME;
 /**
  * Client ids and tenants are sent to the upstream in Tollgate-Client and Tollgate-Tenant and
  * become Redis key parts: the characters a JWT's claims may hold (identity/jwt.ts), so that a
@@ -194,7 +219,22 @@ export const routeSchema = z.strictObject({
       .describe("only these methods (default: all)"),
   }),
   upstream: z.string().min(1).describe("one of upstreams"),
-  by: z.enum(["ip", "tenant"]).optional().describe("key this route's limit by client IP or by tenant"),
+  by: z
+    .enum(["ip", "tenant"])
+    .optional()
+    .describe("key the plans' limits of this route by client IP or by tenant (a limit's own by wins)"),
+  limits: z
+    .record(
+      namePattern(
+        LIMIT_NAME,
+        'a route limit\'s name may only hold letters, digits, "_" and "-" (1 to 64 of them): the limit is named <route>.<name>',
+      ),
+      limitSchema,
+    )
+    .default({})
+    .describe(
+      "limits for every caller of this route, whatever its plan, named <route>.<name>; each keyed by route (one budget shared by all callers) unless its by says otherwise",
+    ),
   cost: z.number().int().min(1).default(1).describe("tokens one request takes from rate limits (default 1)"),
   max_body: size().optional().describe("largest request body accepted"),
   on_failure: failurePolicy.optional().describe("overrides store.on_failure for this route"),

@@ -8,7 +8,15 @@ import { apiKeyBearer, apiKeyHeader } from "./api-key.js";
 import { jwtBearer } from "./jwt.js";
 
 export type Caller =
-  | { kind: "client"; id: string; plan: CompiledPlan; tenant: string | undefined; ipKey: string }
+  | {
+      kind: "client";
+      id: string;
+      plan: CompiledPlan;
+      tenant: string | undefined;
+      ipKey: string;
+      /** A JWT caller's verified claims, for limits keyed `by: claim:<name>`. */
+      claims?: Readonly<Record<string, unknown>>;
+    }
   | { kind: "anonymous"; plan: CompiledPlan | undefined; ipKey: string };
 
 export type Identification =

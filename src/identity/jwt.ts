@@ -51,7 +51,7 @@ export const jwtBearer: IdentitySource = {
 /** A verified token's caller on its plan (the token's, else identity.jwt.default_plan). */
 function jwtCaller(result: JwtResult, ipKey: string, rt: Runtime): Identification {
   if (!result.ok) return { ok: false, reason: "invalid_jwt", detail: result.detail };
-  const { client, tenant, plan: planName } = result.identity;
+  const { client, tenant, plan: planName, claims } = result.identity;
   const name = planName ?? rt.identity.jwtDefaultPlan;
   const plan = name === undefined ? undefined : rt.plans.get(name);
   if (!plan) {
@@ -66,7 +66,7 @@ function jwtCaller(result: JwtResult, ipKey: string, rt: Runtime): Identificatio
   }
   return {
     ok: true,
-    caller: { kind: "client", id: JWT_CLIENT_PREFIX + client, plan, tenant, ipKey },
+    caller: { kind: "client", id: JWT_CLIENT_PREFIX + client, plan, tenant, ipKey, claims },
     credentialHeader: "authorization",
   };
 }
@@ -80,6 +80,8 @@ export interface JwtIdentity {
   client: string;
   tenant: string | undefined;
   plan: string | undefined;
+  /** The whole verified payload: limits keyed `by: claim:<name>` read it (limits/key-by.ts). */
+  claims: Readonly<Record<string, unknown>>;
 }
 
 export type JwtResult = { ok: true; identity: JwtIdentity } | { ok: false; detail: string };
@@ -187,7 +189,15 @@ export class JwtVerifier {
     const plan =
       claims.plan === undefined ? { ok: true as const, value: undefined } : claimText(payload, claims.plan);
     if (!plan.ok) return plan;
-    return { ok: true, identity: { client: client.value, tenant: tenant.value, plan: plan.value } };
+    return {
+      ok: true,
+      identity: {
+        client: client.value,
+        tenant: tenant.value,
+        plan: plan.value,
+        claims: Object.freeze({ ...payload }),
+      },
+    };
   }
 
   private remember(token: string, result: JwtResult, payload: JWTPayload): void {

@@ -6,7 +6,8 @@ import type { Caller } from "../identity/caller.js";
 import { isRateLimit } from "./algorithms/index.js";
 import type { AllowedDecision, AppliedLimit, DegradedReason, LimitDecision } from "./decision.js";
 import { DenialRecords } from "./denials.js";
-import { binds, limitKey } from "./keys.js";
+import type { KeyedRequest } from "./key-by.js";
+import { binds, requestLimitKey } from "./keys.js";
 import { type LeaseHolder, leaseOf, nextLeaseId, releaseOnce } from "./leases.js";
 import { type LocalDecider, localChecks } from "./local-fallback.js";
 import type { LimitedRoute, PlannedLimit } from "./plan.js";
@@ -52,10 +53,16 @@ export class Limiter {
     this.records = new DenialRecords(options.prefix);
   }
 
-  async check(caller: Caller, route: LimitedRoute): Promise<LimitDecision> {
-    const planned = caller.plan?.limitsByRoute.get(route.name);
-    if (!planned || planned.length === 0) return UNLIMITED;
-    const checks = limitChecks(this.prefix, planned, caller, route.cost);
+  /**
+   * The decision on every limit that binds this request: its plan's (global, tenant, the
+   * route's entry) and the route's own, in one store call. `request` is what keyed limits read;
+   * without it their values are missing and they key by the caller.
+   */
+  async check(caller: Caller, route: LimitedRoute, request?: KeyedRequest): Promise<LimitDecision> {
+    // A plan's list for a route ends with the route's own limits (config/compile.ts).
+    const planned = caller.plan?.limitsByRoute.get(route.name) ?? route.limits;
+    if (planned.length === 0) return UNLIMITED;
+    const checks = limitChecks(this.prefix, planned, caller, route, request);
     if (checks.length === 0) return UNLIMITED;
     let decision: StoreDecision;
     try {
@@ -109,17 +116,19 @@ export class Limiter {
   }
 }
 
-/** The checks of the limits that bind this caller, in plan order, each under its key. */
+/** The checks of the limits that bind this request, in plan order, each under its key. */
 export function limitChecks(
   prefix: string,
   planned: readonly PlannedLimit[],
   caller: Caller,
-  cost: number,
+  route: Pick<LimitedRoute, "name" | "cost">,
+  request?: KeyedRequest,
 ): LimitCheck[] {
   const checks: LimitCheck[] = [];
+  const cost = route.cost;
   for (const p of planned) {
     if (!binds(p, caller)) continue;
-    const key = limitKey(prefix, p.scope, caller, p.spec.name);
+    const key = requestLimitKey(prefix, p.by, p.spec.name, caller, route.name, request);
     checks.push(
       !isRateLimit(p.spec)
         ? { key, spec: p.spec, cost, leaseId: nextLeaseId() }

@@ -1,8 +1,9 @@
 // What the limiter is given to decide with, compiled once from the config (config/compile.ts)
 // or from a library call (create-limiter.ts): never derived at request time.
+import type { KeyBy } from "./key-by.js";
 import type { LimitSpec } from "./spec.js";
 
-/** Whose state a limit keys on for one request. */
+/** Whose state a limit keys on when it is keyed by who calls alone (key-by.ts has the rest). */
 export type LimitScope = "caller" | "tenant" | "ip";
 
 /** What happens to a request when the store cannot decide (store.on_failure, route on_failure). */
@@ -27,16 +28,20 @@ export interface CompiledLimit extends LimitFacts {
   readonly local: LimitFacts;
 }
 
-/** A limit of a plan for one route: which state it keys on. */
+/** A limit of a plan or a route: which state it keys on. */
 export interface PlannedLimit extends CompiledLimit {
-  readonly scope: LimitScope;
+  readonly by: KeyBy;
   /** The plan's `tenant` limit: callers without a tenant skip it (a `by: tenant` route does not). */
   readonly tenantOnly: boolean;
 }
 
-/** What the limiter needs of a route: its name (keys, denial records), cost and failure policy. */
+/**
+ * What the limiter needs of a route: its name (keys, denial records), cost, failure policy, and
+ * its own limits (`routes[].limits`), which bind every caller, one without a plan included.
+ */
 export interface LimitedRoute {
   readonly name: string;
   readonly cost: number;
   readonly onFailure: FailurePolicy;
+  readonly limits: readonly PlannedLimit[];
 }

@@ -88,6 +88,8 @@ export class RequestContext {
 
   /** The normalised path (logged), and the path + query sent upstream after its base path. */
   path = "";
+  /** The query string as received (`?a=1`) or empty: what `by: query:<name>` limits read. */
+  query = "";
   pathAndQuery = "";
   route: CompiledRoute | undefined = undefined;
   /** The route's name, or NO_ROUTE: the label of its metrics. */
@@ -123,6 +125,11 @@ export class RequestContext {
   upstreamMs: number | undefined = undefined;
   /** Set once the request is answered and counted, so nothing counts it twice. */
   done = false;
+
+  /** The request's headers: with `path` and `query`, what keyed limits read (limits/key-by.ts). */
+  get headers(): IncomingMessage["headers"] {
+    return this.req.headers;
+  }
 
   constructor(
     gen: Generation,

@@ -57,7 +57,7 @@ describe("the registry", () => {
 
   it("the schema's limit holds exactly the algorithms' keys and the common ones", () => {
     expect(Object.keys(limitSchema.shape).sort()).toEqual(
-      ["algorithm", "shadow", "unlimited", ...Object.keys(ALGORITHM_KEYS)].sort(),
+      ["algorithm", "by", "shadow", "unlimited", ...Object.keys(ALGORITHM_KEYS)].sort(),
     );
   });
 

@@ -168,7 +168,9 @@ describe("clients[].limits compiled", () => {
   it("keys the client's state where it was: same keys as under the plan", () => {
     const caller: Caller = { kind: "client", id: "acme", plan: acme.plan, tenant: "acme", ipKey: "" };
     const keysOf = (plan: typeof pro) =>
-      limitChecks("tg:", plan.limitsByRoute.get("search")!, caller, 1).map((c) => c.key);
+      limitChecks("tg:", plan.limitsByRoute.get("search")!, caller, { name: "search", cost: 1 }).map(
+        (c) => c.key,
+      );
     expect(keysOf(acme.plan)).toEqual(keysOf(pro));
     expect(keysOf(acme.plan)).toEqual([
       "tg:{t:acme}:c:acme:pro.global",

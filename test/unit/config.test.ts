@@ -221,7 +221,7 @@ describe("config loading", () => {
     );
     const line = yaml.split("\n")[9]!;
     expect(problems(yaml, { RATE: "5/s" })).toEqual([
-      `gw.yaml:10:${line.indexOf("extr") + 1}: plans.free.global: unknown key "extr"; expected one of: algorithm, rate, burst, limit, window, shadow, unlimited, max_in_flight, lease, queue, batch`,
+      `gw.yaml:10:${line.indexOf("extr") + 1}: plans.free.global: unknown key "extr"; expected one of: algorithm, rate, burst, limit, window, shadow, unlimited, max_in_flight, lease, queue, batch, by`,
     ]);
   });
 

@@ -9,7 +9,7 @@ import { DENIAL_LOG_MAX, type DenialBatch, TOP_BUCKET_MS } from "../../src/limit
 const plan = { name: "free", limitsByRoute: new Map(), limits: [] } as CompiledPlan;
 const client: Caller = { kind: "client", id: "acme-prod", plan, tenant: "acme", ipKey: "192.0.2.1" };
 const anonymous: Caller = { kind: "anonymous", plan, ipKey: "2001:db8::/64" };
-const route = { name: "search", cost: 1, onFailure: "open" as const };
+const route = { name: "search", cost: 1, onFailure: "open" as const, limits: [] };
 
 function recordingLog(fail = false) {
   const writes: DenialBatch[][] = [];

@@ -48,7 +48,11 @@ describe("JwtVerifier, HMAC secret", () => {
   ] as const)("%s", async (_name, claims, refusal) => {
     const result = await verifier.verify(hs(claims as Record<string, unknown>));
     if (refusal === null) {
-      expect(result).toEqual({ ok: true, identity: { client: "acme-prod", tenant: "acme", plan: "pro" } });
+      expect(result).toMatchObject({
+        ok: true,
+        identity: { client: "acme-prod", tenant: "acme", plan: "pro" },
+      });
+      expect(result.ok && result.identity.claims.sub).toBe("acme-prod");
     } else {
       expect(result.ok).toBe(false);
       expect(!result.ok && result.detail).toContain(refusal);

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { CompiledPlan } from "../../src/config/compile.js";
 import type { Caller } from "../../src/identity/caller.js";
 import { compiledLimit } from "../../src/limits/compiled.js";
+import { scopeBy } from "../../src/limits/key-by.js";
 import {
   binds,
   callerLabel,
@@ -40,14 +41,18 @@ describe("Redis keys", () => {
 
   it("skips a plan's tenant limit for callers without a tenant", () => {
     const planned = [
-      { ...compiledLimit(spec("free.global"), 0.25), scope: "caller" as const, tenantOnly: false },
-      { ...compiledLimit(spec("free.tenant"), 0.25), scope: "tenant" as const, tenantOnly: true },
+      { ...compiledLimit(spec("free.global"), 0.25), by: scopeBy("caller"), tenantOnly: false },
+      { ...compiledLimit(spec("free.tenant"), 0.25), by: scopeBy("tenant"), tenantOnly: true },
     ];
-    expect(limitChecks("tg:", planned, tenantClient, 2).map((c) => [c.key, c.cost])).toEqual([
+    expect(
+      limitChecks("tg:", planned, tenantClient, { name: "search", cost: 2 }).map((c) => [c.key, c.cost]),
+    ).toEqual([
       ["tg:{t:acme}:c:acme-prod:free.global", 2],
       ["tg:{t:acme}:free.tenant", 2],
     ]);
-    expect(limitChecks("tg:", planned, soloClient, 1).map((c) => c.key)).toEqual(["tg:{c:dev}:free.global"]);
+    expect(limitChecks("tg:", planned, soloClient, { name: "search", cost: 1 }).map((c) => c.key)).toEqual([
+      "tg:{c:dev}:free.global",
+    ]);
   });
 
   it("one layout for limits, the library, denial logs and the top list", () => {
@@ -70,12 +75,12 @@ describe("Redis keys", () => {
   it("a plan's tenant limit binds only callers with a tenant", () => {
     const tenantLimit = {
       ...compiledLimit(spec("free.tenant"), 0.25),
-      scope: "tenant" as const,
+      by: scopeBy("tenant"),
       tenantOnly: true,
     };
     const byTenant = {
       ...compiledLimit(spec("free.route"), 0.25),
-      scope: "tenant" as const,
+      by: scopeBy("tenant"),
       tenantOnly: false,
     };
     expect(binds(tenantLimit, tenantClient)).toBe(true);

@@ -7,6 +7,7 @@ import type { Caller } from "../../src/identity/caller.js";
 import { compiledLimit } from "../../src/limits/compiled.js";
 import type { LimitDecision } from "../../src/limits/decision.js";
 import { createGatewayLimiter } from "../../src/limits/gateway-limiter.js";
+import { scopeBy } from "../../src/limits/key-by.js";
 import { Limiter } from "../../src/limits/limiter.js";
 import type { FailurePolicy, LimitScope, PlannedLimit } from "../../src/limits/plan.js";
 import type { LimitSpec } from "../../src/limits/spec.js";
@@ -31,7 +32,7 @@ function planOf(routes: Record<string, [LimitSpec, LimitScope?, boolean?][]>): C
       route,
       limits.map(([s, scope = "caller", tenantOnly = false]) => ({
         ...compiledLimit(s, 0.5),
-        scope,
+        by: scopeBy(scope),
         tenantOnly,
       })),
     );
@@ -49,7 +50,7 @@ const plan = planOf({
 });
 const alice: Caller = { kind: "client", id: "alice", plan, tenant: "acme", ipKey: "192.0.2.1" };
 const solo: Caller = { kind: "client", id: "solo", plan, tenant: undefined, ipKey: "192.0.2.2" };
-const route = (name: string, onFailure: FailurePolicy = "open") => ({ name, cost: 1, onFailure });
+const route = (name: string, onFailure: FailurePolicy = "open") => ({ name, cost: 1, onFailure, limits: [] });
 
 function setup(options: { denyCache?: boolean } = {}) {
   const clock = { now: T0 };

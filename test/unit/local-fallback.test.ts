@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { CompiledPlan } from "../../src/config/compile.js";
 import type { Caller } from "../../src/identity/caller.js";
 import { compiledLimit } from "../../src/limits/compiled.js";
+import { scopeBy } from "../../src/limits/key-by.js";
 import { localChecks } from "../../src/limits/local-fallback.js";
 import type { PlannedLimit } from "../../src/limits/plan.js";
 import type { LimitCheck, LimitSpec } from "../../src/limits/spec.js";
@@ -15,7 +16,7 @@ const slots: LimitSpec = { algorithm: "concurrency", name: "p.slots", maxInFligh
 const shared: LimitSpec = { algorithm: "fixed_window", name: "p.tenant", limit: 40, windowMs: 1000 };
 const planned = (spec: LimitSpec, tenantOnly = false): PlannedLimit => ({
   ...compiledLimit(spec, 0.25),
-  scope: tenantOnly ? "tenant" : "caller",
+  by: scopeBy(tenantOnly ? "tenant" : "caller"),
   tenantOnly,
 });
 
