@@ -6,7 +6,7 @@ import { CidrSet, parseCidr } from "../identity/ip.js";
 import type { JwtVerifier } from "../identity/jwt.js";
 import { ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
 import { denyEverything } from "../limits/algorithms/windows.js";
-import { compiledLimit } from "../limits/compiled.js";
+import { plannedLimit } from "../limits/compiled.js";
 import { type KeyBy, parseKeyBy, ROUTE_BY, scopeBy } from "../limits/key-by.js";
 import type { LimitScope, PlannedLimit } from "../limits/plan.js";
 import type { LimitSpec } from "../limits/spec.js";
@@ -228,7 +228,7 @@ function compilePlan(
   const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant) : null;
   const shared: PlannedLimit[] = [];
   const planned = (spec: LimitSpec, by: KeyBy, tenantOnly: boolean): PlannedLimit =>
-    Object.freeze({ ...compiledLimit(spec, fraction), by, tenantOnly });
+    plannedLimit(spec, fraction, by, tenantOnly);
   if (global) shared.push(planned(global, compiledBy(plan.global!.by, scopeBy("caller")), false));
   if (tenant) shared.push(planned(tenant, compiledBy(plan.tenant!.by, scopeBy("tenant")), true));
   const own = new Map<string, PlannedLimit>();
@@ -281,14 +281,7 @@ function compileRouteLimits(
   const out: PlannedLimit[] = [];
   for (const [name, limit] of Object.entries(limits)) {
     const spec = compileLimit(`${routeName}.${name}`, limit);
-    if (spec)
-      out.push(
-        Object.freeze({
-          ...compiledLimit(spec, fraction),
-          by: compiledBy(limit.by, ROUTE_BY),
-          tenantOnly: false,
-        }),
-      );
+    if (spec) out.push(plannedLimit(spec, fraction, compiledBy(limit.by, ROUTE_BY), false));
   }
   return out;
 }
