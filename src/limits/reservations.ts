@@ -32,7 +32,15 @@ export interface ReservationStoreOptions {
 
 export class ReservationStore extends DecoratedStore {
   private readonly reservations = new Map<string, Reservation>();
-  private readonly refills = new Map<string, Promise<void>>();
+  /** Refills in flight per key; each resolves with whether it left a reservation. */
+  private readonly refills = new Map<string, Promise<boolean>>();
+  /**
+   * Keys whose last refill the store denied for the batched limit itself, until it has a token
+   * again (the denial's retry-after): until then they are checked unbatched, so requests go out
+   * together (one script call per event-loop turn, or the deny cache) instead of one refill at a
+   * time, each found empty in turn.
+   */
+  private readonly dryUntil = new Map<string, number>();
   private readonly now: () => number;
 
   constructor(inner: LimitStore, options: ReservationStoreOptions) {
@@ -57,14 +65,20 @@ export class ReservationStore extends DecoratedStore {
     options: CheckOptions | undefined,
   ): Promise<StoreDecision> {
     // One refill per batched key at a time: requests that find the reservation short wait for the
-    // refill in flight instead of each taking a batch of their own. A refill that found the bucket
-    // empty leaves no reservation: the waiter then asks the store (or the deny cache behind this).
+    // refill in flight instead of each taking a batch of their own. A refill that left no
+    // reservation (the bucket was empty, or another limit of its request denied) releases its
+    // waiters together, unbatched: waiting for another refill each would send them to the store
+    // one at a time, every one woken once per waiter ahead of it.
+    let unbatched = false;
     for (let refill = this.refillInFlight(checks, this.time(options)); refill; ) {
-      await refill;
+      if (!(await refill)) {
+        unbatched = true;
+        break;
+      }
       refill = this.refillInFlight(checks, this.time(options));
     }
     const nowMs = this.time(options);
-    const reserved = this.takeReserved(checks, nowMs);
+    const reserved = this.takeReserved(checks, nowMs, unbatched);
     const toStore = reserved ? checks.filter((_, i) => !reserved.has(i)) : checks;
     const refilled = this.startRefills(toStore);
     let decision: StoreDecision;
@@ -72,17 +86,18 @@ export class ReservationStore extends DecoratedStore {
       decision =
         toStore.length === 0 ? { allowed: true, outcomes: [] } : await this.inner.check(toStore, options);
     } catch (err) {
-      refilled?.();
+      refilled?.(false);
       if (reserved) this.giveBack(checks, reserved);
       throw err;
     }
     if (!decision.allowed) {
       if (reserved) this.giveBack(checks, reserved);
+      this.markDry(toStore, decision, nowMs);
     } else {
       this.keepReserved(toStore, decision, nowMs);
     }
-    // Waiters wake to the reservation just kept.
-    refilled?.();
+    // Waiters wake to the reservation just kept, or, if none was, go out together.
+    refilled?.(decision.allowed);
     return reserved ? merged(checks, reserved, decision) : decision;
   }
 
@@ -90,8 +105,15 @@ export class ReservationStore extends DecoratedStore {
     return options?.nowMs ?? this.now();
   }
 
-  /** Serves what it can from reservations; marks the other batched checks to refill. */
-  private takeReserved(checks: readonly LimitCheck[], nowMs: number): Map<number, LimitOutcome> | null {
+  /**
+   * Serves what it can from reservations; marks the other batched checks to refill, unless the
+   * request goes `unbatched` or the key is dry (checked as an ordinary token bucket).
+   */
+  private takeReserved(
+    checks: readonly LimitCheck[],
+    nowMs: number,
+    unbatched: boolean,
+  ): Map<number, LimitOutcome> | null {
     let reserved: Map<number, LimitOutcome> | null = null;
     for (let i = 0; i < checks.length; i++) {
       const c = checks[i]!;
@@ -106,7 +128,7 @@ export class ReservationStore extends DecoratedStore {
           resetMs: Math.max(0, Math.ceil(r.resetAtMs - nowMs)),
           retryAfterMs: 0,
         });
-      } else {
+      } else if (!unbatched && !this.isDry(c.key, nowMs)) {
         c.batch = c.spec.batch;
       }
     }
@@ -114,30 +136,56 @@ export class ReservationStore extends DecoratedStore {
   }
 
   /** A refill in flight for a batched key this request cannot serve from its reservation. */
-  private refillInFlight(checks: readonly LimitCheck[], nowMs: number): Promise<void> | undefined {
+  private refillInFlight(checks: readonly LimitCheck[], nowMs: number): Promise<boolean> | undefined {
     for (const c of checks) {
       if (c.spec.algorithm !== "token_bucket" || c.spec.batch === undefined) continue;
       const r = this.reservations.get(c.key);
       if (r && r.expiresAtMs > nowMs && r.tokens >= c.cost) continue;
+      if (this.isDry(c.key, nowMs)) continue;
       const inFlight = this.refills.get(c.key);
       if (inFlight) return inFlight;
     }
     return undefined;
   }
 
-  /** Marks the batched keys this request refills; the returned function ends the refill. */
-  private startRefills(checks: readonly LimitCheck[]): (() => void) | undefined {
+  /**
+   * Marks the batched keys this request refills; the returned function ends the refill, saying
+   * whether it left a reservation.
+   */
+  private startRefills(checks: readonly LimitCheck[]): ((kept: boolean) => void) | undefined {
     const keys = checks.filter((c) => c.batch !== undefined).map((c) => c.key);
     if (keys.length === 0) return undefined;
-    let done!: () => void;
-    const promise = new Promise<void>((resolve) => {
+    let done!: (kept: boolean) => void;
+    const promise = new Promise<boolean>((resolve) => {
       done = resolve;
     });
     for (const key of keys) this.refills.set(key, promise);
-    return () => {
+    return (kept) => {
       for (const key of keys) if (this.refills.get(key) === promise) this.refills.delete(key);
-      done();
+      done(kept);
     };
+  }
+
+  private isDry(key: string, nowMs: number): boolean {
+    const until = this.dryUntil.get(key);
+    if (until === undefined) return false;
+    if (until > nowMs) return true;
+    this.dryUntil.delete(key);
+    return false;
+  }
+
+  /** A refill the batched limit itself denied: its key is dry until the limit has a token again. */
+  private markDry(checks: readonly LimitCheck[], decision: StoreDecision, nowMs: number): void {
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i]!;
+      const o = decision.outcomes[i];
+      if (c.batch === undefined || o === undefined || o.allowed) continue;
+      if (this.dryUntil.size >= RESERVATIONS_MAX) {
+        const oldest = this.dryUntil.keys().next();
+        if (!oldest.done) this.dryUntil.delete(oldest.value);
+      }
+      this.dryUntil.set(c.key, nowMs + Math.max(1, o.retryAfterMs));
+    }
   }
 
   /** A request denied or failed gives its reserved tokens back. */

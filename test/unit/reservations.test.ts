@@ -65,6 +65,41 @@ describe("reservations", () => {
     expect(sent).toHaveLength(1);
   });
 
+  it("release the waiters of a refill the store denied together, not one refill at a time", async () => {
+    // An empty bucket: every refill is denied. Before, each waiter woke to start a refill of its
+    // own, so 64 requests went to the store one at a time, each woken once per waiter ahead.
+    const empty: LimitSpec = { ...batched, burst: 1 };
+    let now = T0;
+    const store = new MemoryStore({ sweepIntervalMs: 0, now: () => now });
+    await store.check([{ key: "t:{c:a}:p.hot", spec: empty, cost: 1 }]);
+    let inFlight = 0;
+    let most = 0;
+    const sent: LimitCheck[][] = [];
+    const slow = Object.assign(Object.create(store) as MemoryStore, {
+      check: async (checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> => {
+        sent.push(checks.map((c) => ({ ...c })));
+        most = Math.max(most, ++inFlight);
+        await new Promise((r) => setTimeout(r, 1));
+        inFlight--;
+        return store.check(checks, options);
+      },
+    });
+    const reservations = new ReservationStore(slow, { now: () => now });
+    const hotEmpty = (): LimitCheck => ({ key: "t:{c:a}:p.hot", spec: empty, cost: 1 });
+    const decisions = await Promise.all(Array.from({ length: 64 }, () => reservations.check([hotEmpty()])));
+    expect(decisions.every((d) => !d.allowed)).toBe(true);
+    expect(sent).toHaveLength(64);
+    expect(sent[0]![0]!.batch).toBe(10); // the one refill
+    expect(sent.slice(1).every(([c]) => c!.batch === undefined)).toBe(true); // then unbatched
+    expect(most).toBe(63); // all at once, after the refill
+    // Until the bucket has a token again the key is dry: checked unbatched, no refill to wait for.
+    await reservations.check([hotEmpty()]);
+    expect(sent.at(-1)![0]!.batch).toBeUndefined();
+    now += batched.intervalMs;
+    expect((await reservations.check([hotEmpty()])).allowed).toBe(true);
+    expect(sent.at(-1)![0]!.batch).toBe(10); // a token again: batched again
+  });
+
   it("give the reserved tokens back when another limit denies the request", async () => {
     const { reservations } = setup();
     await reservations.check([hot(), onceCheck()]); // takes a batch, keeps 9
