@@ -9,11 +9,13 @@
 
 import { parseCidr } from "../identity/ip.js";
 import { ALGORITHM_KEYS, ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
+import { parseKeyBy } from "../limits/key-by.js";
 import { normalizeHostPattern } from "../routing/host.js";
 import { competingRoutes, HTTP_METHODS, methodSet } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { ANONYMOUS_PLAN } from "./compile.js";
 import type { PathSegment } from "./document.js";
+import { checkKeyBys, checkOverrideBy, sharedBy } from "./key-checks.js";
 import { suggest } from "./problems.js";
 import type { ClientConfig, Config, LimitConfig, RouteConfig } from "./schema.js";
 
@@ -157,6 +159,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   const routeByName = new Map<string, RouteConfig>();
   for (const route of config.routes)
     if (route && !routeByName.has(route.name)) routeByName.set(route.name, route);
+  checkKeyBys(config, invalid, routeByName, add);
   config.clients.forEach((client, i) => {
     if (!client) return;
     if (clientIds.has(client.id)) add(["clients", i, "id"], `duplicate client id "${client.id}"`);
@@ -241,10 +244,11 @@ function checkCosts(
 /**
  * A client's `limits` replace limits its plan has, keeping their names and so their state: a
  * key the plan lacks would be a limit of the client's own, under a name no plan gives it. Only
- * state the client alone keys on can take its own sizes: the plan's `tenant` limit and a route
- * limit keyed `by: ip` or `by: tenant` are one state shared with other callers, which would
- * then disagree on what it holds (a counter one of them may fill past the other's limit).
- * Without the plan (unknown or failed), the keys cannot be compared and only the limits are.
+ * state the client alone keys on can take its own sizes: the plan's `tenant` limit, and any
+ * limit whose `by` (its own, else its route's `by`, else caller) has no caller part, are one
+ * state shared with other callers, which would then disagree on what it holds (a counter one of
+ * them may fill past the other's limit). An override keeps the plan's `by`, so it may not give
+ * one. Without the plan (unknown or failed), the keys cannot be compared and only the limits are.
  */
 function checkClientLimits(
   at: PathSegment[],
@@ -267,17 +271,21 @@ function checkClientLimits(
     );
   }
   if (limits.global) {
+    checkOverrideBy([...at, "global"], `${where}.global`, limits.global, add);
     if (plan && !plan.global)
       add(
         at,
         `plan "${client.plan}" has no global limit to override; add global to ${where}, or remove it here`,
         "global",
       );
+    const shared = sharedPlanLimit(`${where}.global`, plan?.global?.by, true);
+    if (shared) add(at, shared, "global");
     checkLimit([...at, "global"], limits.global, add);
   }
   const checked: Plan["routes"] = {};
   for (const [routeName, limit] of Object.entries(limits.routes)) {
     const route = routeByName.get(routeName);
+    checkOverrideBy([...at, "routes", routeName], `${where}.routes.${routeName}`, limit, add);
     if (!plan) {
       checkLimit([...at, "routes", routeName], limit, add);
       continue;
@@ -293,7 +301,8 @@ function checkClientLimits(
       );
       continue;
     }
-    if (route?.by !== undefined) {
+    const planBy = plan.routes[routeName]!.by;
+    if (planBy === undefined && route?.by !== undefined) {
       add(
         [...at, "routes"],
         `route "${routeName}" is limited by ${route.by}: ${where}.routes.${routeName} is one budget shared by every ${route.by === "tenant" ? "client of a tenant" : "caller from one address"}, and they would disagree on its size; change it in the plan instead`,
@@ -301,10 +310,30 @@ function checkClientLimits(
       );
       continue;
     }
+    const shared = sharedPlanLimit(`${where}.routes.${routeName}`, planBy, false);
+    if (shared) {
+      add([...at, "routes"], shared, routeName);
+      continue;
+    }
     checkLimit([...at, "routes", routeName], limit, add);
     checked[routeName] = limit;
   }
   checkCosts(at, { global: limits.global, routes: checked }, routeCosts, add);
+}
+
+/**
+ * Why a client cannot size a plan limit written `by: <written>`: it has no caller part, so it is
+ * one budget several callers share (key-checks.ts says whose). Undefined: keyed by caller.
+ */
+function sharedPlanLimit(planLimit: string, written: LimitConfig["by"], global: boolean) {
+  if (written === undefined) return undefined;
+  const by = parseKeyBy(written);
+  if ("error" in by) return undefined;
+  const who = sharedBy(by, global);
+  return (
+    who &&
+    `${planLimit} is keyed by ${by.text}, with no caller part: it is one budget shared by ${who}, and they would disagree on its size; change it in the plan instead`
+  );
 }
 
 /** The methods a route can receive, for hints. */

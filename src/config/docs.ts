@@ -8,6 +8,7 @@ import { parse as parseYaml } from "yaml";
 import type { LimitKeys } from "../limits/algorithms/algorithm.js";
 import { ALGORITHM_KEYS, ALGORITHMS } from "../limits/algorithms/index.js";
 import { AT_LEAST_ONE, EXACTLY_ONE, NOT_EMPTY } from "./checks.js";
+import { KEYED_LIMITS_DOC } from "./docs-keyed.js";
 import { configSchema, limitSchema } from "./schema.js";
 import { formatDuration } from "./units.js";
 
@@ -355,12 +356,13 @@ ${table(rows)}
 
 ## A limit
 
-\`plans.<name>.global\`, \`plans.<name>.tenant\` and \`plans.<name>.routes.<route>\` each take a
-limit, and so do a client's overrides of them (\`clients[].limits.global\`,
-\`clients[].limits.routes.<route>\`). ${wrap(`Which keys apply depends on \`algorithm\`: ${whatEachTakes()}. \`unlimited: true\` stands alone; \`limit: 0\` denies every request.`, 36)}
+\`plans.<name>.global\`, \`plans.<name>.tenant\`, \`plans.<name>.routes.<route>\` and
+\`routes[].limits.<name>\` each take a limit, and so do a client's overrides of a plan's
+(\`clients[].limits.global\`, \`clients[].limits.routes.<route>\`; no \`by\` there). ${wrap(`Which keys apply depends on \`algorithm\`: ${whatEachTakes()}. \`unlimited: true\` stands alone; \`limit: 0\` denies every request.`, 80)}
 
 ${table(limitRows)}
-`;
+
+${KEYED_LIMITS_DOC}`;
 }
 
 /** Limit keys that one algorithm or another requires (their checks ask for them when missing). */

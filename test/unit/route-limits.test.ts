@@ -14,7 +14,7 @@ import { MemoryStore } from "../../src/limits/stores/memory.js";
 const YAML = `store: { url: memory:// }
 upstreams: { api: http://127.0.0.1:3000 }
 clients:
-  - { id: big, key: k1, plan: free, limits: { routes: { reports: { limit: 5, window: 1m } } } }
+  - { id: big, key: k1, plan: free, limits: { routes: { models: { limit: 5, window: 1m } } } }
   - { id: small, key: k2, plan: free }
 plans:
   free:
@@ -161,16 +161,19 @@ describe("route limits", () => {
   });
 
   it("a client's override keeps the plan's by and name, with its own size", async () => {
-    const [, reportsLimit] = big.plan.limitsByRoute.get("reports")!;
-    expect(reportsLimit!.spec.name).toBe("free.reports");
-    expect(reportsLimit!.by.text).toBe("segment:3");
-    expect(reportsLimit!.quota).toBe(5);
+    const modelsLimit = big.plan.limitsByRoute.get("models")!.at(-1)!;
+    expect(modelsLimit.spec.name).toBe("free.models");
+    expect(modelsLimit.by.text).toBe("[caller, header:x-model]");
+    expect(modelsLimit.quota).toBe(5);
     const l = limiter();
-    const runs: [Caller, string, KeyedRequest][] = Array.from({ length: 6 }, () => [
-      big,
-      "reports",
-      req("/v1/reports/r1"),
-    ]);
+    const m = req("/v1/models", { "x-model": "gpt-4" });
+    const runs: [Caller, string, KeyedRequest][] = Array.from({ length: 6 }, () => [big, "models", m]);
     expect(await kinds(l, runs)).toEqual(["allowed", "allowed", "allowed", "allowed", "allowed", "denied"]);
+    expect(
+      await kinds(l, [
+        [small, "models", m],
+        [small, "models", m],
+      ]),
+    ).toEqual(["allowed", "denied"]);
   });
 });

@@ -1,0 +1,166 @@
+// What `--check` finds wrong with a limit's `by` (and the names of route limits) that the schema,
+// which reads one `by` at a time, cannot see: a part that can never vary or never be read, a
+// credential written into state keys, a tenant budget that is not the tenant's, a route limit
+// named like a plan limit, and a client override that would resize a budget other callers share.
+// key-by.ts parses each part; these checks relate it to the rest of the file.
+
+import { type KeyBy, type KeyPart, parseKeyBy, partText } from "../limits/key-by.js";
+import { normalizeTarget } from "../routing/normalize.js";
+import type { CheckableConfig, Invalid } from "./checks.js";
+import type { PathSegment } from "./document.js";
+import type { LimitConfig, RouteConfig } from "./schema.js";
+
+type Add = (path: PathSegment[], message: string, atKey?: string) => void;
+
+/** One written `by`, where it is, and the route it keys requests of (when only one). */
+interface Written {
+  at: PathSegment[];
+  limit: LimitConfig;
+  route: RouteConfig | undefined;
+}
+
+/**
+ * Every `by` of the plans and the routes' own limits. Clients' overrides may not have one
+ * (checkOverrideBy); the rest of their checks are the plan's limit's.
+ */
+export function checkKeyBys(
+  config: CheckableConfig,
+  invalid: Invalid,
+  routeByName: ReadonlyMap<string, RouteConfig>,
+  add: Add,
+) {
+  const written: Written[] = [];
+  for (const [planName, plan] of Object.entries(config.plans)) {
+    const at = (...path: PathSegment[]): PathSegment[] => ["plans", planName, ...path];
+    if (plan.global) written.push({ at: at("global"), limit: plan.global, route: undefined });
+    if (plan.tenant) {
+      written.push({ at: at("tenant"), limit: plan.tenant, route: undefined });
+      checkTenantBy(at("tenant"), planName, plan.tenant, add);
+    }
+    for (const [routeName, limit] of Object.entries(plan.routes))
+      written.push({ at: at("routes", routeName), limit, route: routeByName.get(routeName) });
+  }
+  config.routes.forEach((route, i) => {
+    if (!route) return;
+    for (const [name, limit] of Object.entries(route.limits))
+      written.push({ at: ["routes", i, "limits", name], limit, route });
+  });
+
+  // Without the identity section (it failed the schema), which identity is configured is unknown.
+  const identity = invalid.sections.has("identity") ? undefined : config.identity;
+  const apiKeyHeader = identity?.api_key.header.toLowerCase();
+  for (const w of written) {
+    if (w.limit.by === undefined) continue;
+    const by = parseKeyBy(w.limit.by);
+    if ("error" in by) continue;
+    by.parts.forEach((part, j) => {
+      const at: PathSegment[] = typeof w.limit.by === "string" ? [...w.at, "by"] : [...w.at, "by", j];
+      if (part.kind === "claim" && identity && !identity.jwt) {
+        add(
+          at,
+          `${partText(part)} reads a claim of a verified JWT, but this file has no identity.jwt: no caller would carry one, so every request would be keyed by its caller instead; configure identity.jwt, or key by something requests carry (header:<name>)`,
+        );
+      }
+      if (part.kind === "header" && (part.name === "authorization" || part.name === apiKeyHeader)) {
+        add(
+          at,
+          `${partText(part)} carries ${part.name === "authorization" ? "bearer keys and JWTs" : "API keys"}: keying by it would write callers' secrets into state keys and the admin API; key by caller instead (one budget per client the credential names)`,
+        );
+      }
+      if (part.kind === "segment" && w.route) {
+        const problem = fixedSegment(part.index, w.route);
+        if (problem) add(at, problem);
+      }
+    });
+  }
+  checkRouteLimitNames(config, add);
+}
+
+/**
+ * A segment within the route's path prefix is the same in every request the route takes (up to
+ * letter case: the prefix matches case-insensitively), so it keys nothing, or worse, a client
+ * changing its case gets a fresh budget. Known for a route's entries and its own limits only: a
+ * plan's global and tenant limits key every route's requests.
+ */
+function fixedSegment(index: number, route: RouteConfig): string | undefined {
+  const normalized = normalizeTarget(route.match.path);
+  // A path that is not a plain prefix is reported on its own (checks.ts).
+  if (!normalized.ok || normalized.query) return undefined;
+  const fixed = normalized.path.split("/").filter((s) => s !== "");
+  if (index > fixed.length) return undefined;
+  const fixes = fixed.length === 1 ? "segment 1" : `segments 1 to ${fixed.length}`;
+  return `segment:${index} is "${fixed[index - 1]}" in every request of route "${route.name}" (its path ${route.match.path} fixes ${fixes}): it keys nothing but its letter case, which a client may change to get a fresh budget; key by segment:${fixed.length + 1}, the first segment that varies`;
+}
+
+/** The plan's `tenant` limit is the budget a tenant's clients share: its key must hold the tenant. */
+function checkTenantBy(at: PathSegment[], planName: string, limit: LimitConfig, add: Add) {
+  if (limit.by === undefined) return;
+  const by = parseKeyBy(limit.by);
+  if ("error" in by || by.parts.some((p) => p.kind === "tenant")) return;
+  const rest = by.parts.filter((p) => p.kind !== "caller" && p.kind !== "ip").map(partText);
+  const fix = rest.length ? `[tenant, ${rest.join(", ")}]` : "tenant";
+  add(
+    [...at, "by"],
+    `plans.${planName}.tenant is the budget a tenant's clients share, but by: ${by.text} has no tenant part, so it would not be the tenant's; write by: ${fix}, or make this limit global or a route limit to key it otherwise`,
+  );
+}
+
+/**
+ * A route limit is named `<route>.<name>`, a plan's `<plan>.global`, `<plan>.tenant` and
+ * `<plan>.<route>`. Route names may hold dots, so route `a.b`'s limit `c` and plan `a`'s entry
+ * for route `b.c` are both `a.b.c`: one name in RateLimit headers, 429 bodies, logs and the
+ * admin API, and for the same `by` one state key, which two limits of different sizes would
+ * fight over.
+ */
+function checkRouteLimitNames(config: CheckableConfig, add: Add) {
+  const planLimits = new Map<string, string>();
+  for (const [planName, plan] of Object.entries(config.plans)) {
+    if (plan.global) planLimits.set(`${planName}.global`, `plan "${planName}"'s global limit`);
+    if (plan.tenant) planLimits.set(`${planName}.tenant`, `plan "${planName}"'s tenant limit`);
+    for (const routeName of Object.keys(plan.routes))
+      planLimits.set(`${planName}.${routeName}`, `plan "${planName}"'s limit for route "${routeName}"`);
+  }
+  if (planLimits.size === 0) return;
+  config.routes.forEach((route, i) => {
+    if (!route) return;
+    for (const name of Object.keys(route.limits)) {
+      const other = planLimits.get(`${route.name}.${name}`);
+      if (other === undefined) continue;
+      add(
+        ["routes", i, "limits"],
+        `this limit is named "${route.name}.${name}", as ${other} is: the two would share RateLimit headers, 429 bodies, logs and admin views, and state keys when keyed alike; rename this limit`,
+        name,
+      );
+    }
+  });
+}
+
+/**
+ * An override sizes a plan's limit for one client; how the limit is keyed stays the plan's
+ * (compile.ts keeps the plan's `by`), so a `by` here would be ignored.
+ */
+export function checkOverrideBy(at: PathSegment[], planLimit: string, limit: LimitConfig, add: Add) {
+  if (limit.by === undefined) return;
+  add(
+    at,
+    `an override sizes ${planLimit} for this client, and how it is keyed stays the plan's; remove by here (by in ${planLimit} keys it for every caller of the plan)`,
+    "by",
+  );
+}
+
+/**
+ * Who shares a plan limit keyed `by` when it has no caller part: one budget that several callers
+ * measure, each with the size its own override would give it. Undefined: the budget is each
+ * caller's own, and an override may size it.
+ */
+export function sharedBy(by: KeyBy, global: boolean): string | undefined {
+  if (by.parts.some((p) => p.kind === "caller")) return undefined;
+  const has = (kind: KeyPart["kind"]) => by.parts.some((p) => p.kind === kind);
+  let who = has("tenant") ? "every client of a tenant" : "every caller of the plan";
+  if (has("ip")) who = has("tenant") ? `${who} from one address` : "every caller from one address";
+  if (global && has("route")) who += " on one route";
+  const values = by.parts
+    .filter((p) => p.kind !== "tenant" && p.kind !== "ip" && p.kind !== "route")
+    .map(partText);
+  return values.length ? `${who} with the same ${values.join(" and ")}` : who;
+}
