@@ -70,13 +70,15 @@ export class RedisStore implements Store {
     const counts = this.topCounts;
     // A single Redis: one slot, and check.lua counts the top list itself.
     if (counts === undefined) return this.batcher.enqueue(0, checks, options);
+    const denial = options?.denial;
     const slot = this.slots.of(checks[0]!.key);
-    let sameSlot = true;
+    // A denial record names the caller's log: a script may only name it in the log's own slot
+    // (a route budget alone, for an anonymous caller, has its keys elsewhere).
+    let sameSlot = denial === undefined || this.slots.of(denial.logKey) === slot;
     for (const c of checks) if (this.slots.of(c.key) !== slot) sameSlot = false;
     const decided = sameSlot
       ? this.batcher.enqueue(slot, checks, options)
-      : checkAcrossSlots({ batcher: this.batcher, slots: this.slots }, checks, options);
-    const denial = options?.denial;
+      : checkAcrossSlots({ batcher: this.batcher, slots: this.slots, log: this.denialLog }, checks, options);
     if (!denial) return decided;
     return decided.then((decision) => {
       if (!decision.allowed) counts.count(denial.topKey, denial.caller);
