@@ -1,11 +1,19 @@
 // Which limits a caller named by an operator (`client:<id>`, `tenant:<id>`, `ip:<addr>`) has,
 // under which keys: the same keys the limiter uses, so the admin API reads what decides.
-import type { CompiledPlan, Runtime } from "../config/compile.js";
+// A limit's `by` says which of three kinds it is for the caller:
+// - its own (a lone caller, tenant or ip `by`): one key, known;
+// - keyed by the caller and request values (`[caller, header:x-model]`): one key per value the
+//   caller sent, all under one key prefix in the caller's hash tag, found by listing the store;
+// - shared (no caller, tenant or ip part: a route budget, a per-org limit): by route alone the
+//   key is known; by request values it is anyone's, and /admin/limits/{name}?key=… reads it.
+import type { Runtime } from "../config/compile.js";
 import type { Caller } from "../identity/caller.js";
 import { callerIpKey, parseIp, unwrapMapped } from "../identity/ip.js";
-import { binds, denialLogKey, limitKey } from "../limits/keys.js";
+import { keyTail, readsRequest } from "../limits/key-by.js";
+import { binds, denialLogKey, limitKey, requestLimitKey } from "../limits/keys.js";
 import type { PlannedLimit } from "../limits/plan.js";
 import type { LimitCheck } from "../limits/spec.js";
+import { applicableLimits } from "./runtime-limits.js";
 
 export type CallerRef = { kind: "client" | "tenant" | "ip"; id: string };
 
@@ -13,6 +21,21 @@ export function parseCallerRef(text: string): CallerRef | null {
   const m = /^(client|tenant|ip):(.{1,256})$/.exec(text);
   if (!m) return null;
   return { kind: m[1] as CallerRef["kind"], id: m[2]! };
+}
+
+/** A limit keyed by the caller and request values: its keys are those under `prefix`. */
+export interface KeyedLimit {
+  limit: PlannedLimit;
+  prefix: string;
+}
+
+/** A limit keyed by values alone, which the caller's requests count against with everyone's. */
+export interface SharedLimit {
+  limit: PlannedLimit;
+  /** The routes on which it binds the caller. */
+  routes: string[];
+  /** Keyed by route alone: one known key per route. Undefined: keyed by request values. */
+  perRoute: { route: string; check: LimitCheck }[] | undefined;
 }
 
 export interface CallerLimits {
@@ -24,11 +47,93 @@ export interface CallerLimits {
   tenant: string | undefined;
   /** Names of the limits the client's own `limits` size (clients[].limits), not its plan. */
   overridden: ReadonlySet<string>;
+  /** Limits keyed by the caller and request values, one prefix each. */
+  keyed: KeyedLimit[];
+  /** Route budgets and value-keyed limits that bind the caller (none for a tenant). */
+  shared: SharedLimit[];
 }
 
 export type CallerLookup =
   | { ok: true; limits: CallerLimits }
   | { ok: false; status: 400 | 404; detail: string };
+
+/**
+ * Where the keys of a limit keyed by `caller` and request values start: requestLimitKey writes the
+ * values (the tail) last, after the caller's hash tag and the limit's name, so every value gives a
+ * key that starts with what is left once a tail is taken off.
+ */
+export function keyedPrefix(prefix: string, limit: PlannedLimit, caller: Caller): string {
+  const { by } = limit;
+  const key = requestLimitKey(prefix, by, limit.spec.name, caller, "", undefined);
+  const tail = keyTail(by, by.tagPart, caller, "", undefined);
+  if (by.tagPart === undefined || !key.endsWith(`:${tail}`))
+    throw new Error(`limits/keys.ts no longer writes ${limit.spec.name}'s values last`);
+  return key.slice(0, key.length - tail.length);
+}
+
+/** Collects one caller's limits of each kind, each key and prefix once. */
+class Collector {
+  private readonly checks = new Map<string, LimitCheck>();
+  private readonly keyed = new Map<string, KeyedLimit>();
+  private readonly shared: SharedLimit[] = [];
+
+  constructor(private readonly prefix: string) {}
+
+  /** A lone caller, tenant or ip limit: its one key. */
+  own(caller: Caller, limit: PlannedLimit): void {
+    const scope = limit.by.scope;
+    if (scope === undefined) return;
+    const key = limitKey(this.prefix, scope, caller, limit.spec.name);
+    if (!this.checks.has(key)) this.checks.set(key, { key, spec: limit.spec, cost: 0 });
+  }
+
+  /** A limit keyed by the caller (its tag part) and request values. */
+  keyedBy(caller: Caller, limit: PlannedLimit): void {
+    const prefix = keyedPrefix(this.prefix, limit, caller);
+    if (!this.keyed.has(prefix)) this.keyed.set(prefix, { limit, prefix });
+  }
+
+  /** Sorted by kind; `skipIp`: a client's limits keyed by its IP, which the config does not know. */
+  any(caller: Caller, limit: PlannedLimit, routes: string[], skipIp: boolean): void {
+    const { by } = limit;
+    if (by.scope !== undefined) {
+      if (!(skipIp && by.scope === "ip")) this.own(caller, limit);
+    } else if (by.tagPart !== undefined) {
+      if (!(skipIp && by.tagPart.kind === "ip")) this.keyedBy(caller, limit);
+    } else {
+      this.sharedBy(caller, limit, routes);
+    }
+  }
+
+  private sharedBy(caller: Caller, limit: PlannedLimit, routes: string[]): void {
+    const perRoute = readsRequest(limit.by)
+      ? undefined
+      : routes.map((route) => {
+          const key = requestLimitKey(this.prefix, limit.by, limit.spec.name, caller, route, undefined);
+          return { route, check: { key, spec: limit.spec, cost: 0 } };
+        });
+    this.shared.push({ limit, routes, perRoute });
+  }
+
+  get size(): number {
+    return this.checks.size + this.keyed.size;
+  }
+
+  result(rest: Pick<CallerLimits, "logKey" | "plan" | "tenant" | "overridden">): {
+    ok: true;
+    limits: CallerLimits;
+  } {
+    return {
+      ok: true,
+      limits: {
+        checks: [...this.checks.values()],
+        keyed: [...this.keyed.values()],
+        shared: this.shared,
+        ...rest,
+      },
+    };
+  }
+}
 
 /**
  * The limits of a caller. A client is looked up in the config; a JWT caller (not in the config)
@@ -40,16 +145,7 @@ export function callerLimits(
   query: { plan?: string; tenant?: string } = {},
 ): CallerLookup {
   const prefix = rt.store.prefix;
-  const checks = new Map<string, LimitCheck>();
-  const add = (caller: Caller, planned: PlannedLimit, scope = planned.by.scope) => {
-    // Limits keyed by request values or by route have no one key per caller.
-    if (scope === undefined) return;
-    const key = limitKey(prefix, scope, caller, planned.spec.name);
-    if (!checks.has(key)) checks.set(key, { key, spec: planned.spec, cost: 0 });
-  };
-  const everyLimit = (plan: CompiledPlan, visit: (p: PlannedLimit) => void) => {
-    for (const p of plan.limits) visit(p);
-  };
+  const found = new Collector(prefix);
 
   if (ref.kind === "client") {
     // A client with its own limits has a plan of its own, compiled with them under the plan's
@@ -69,61 +165,59 @@ export function callerLimits(
     }
     const tenant = configured?.tenant ?? query.tenant;
     const caller: Caller = { kind: "client", id: ref.id, plan, tenant, ipKey: "" };
-    everyLimit(plan, (p) => {
-      if (p.by.scope === "ip") return; // keyed by whatever IP the client calls from
-      if (!binds(p, caller)) return;
-      add(caller, p);
+    for (const [limit, routes] of applicableLimits(rt, plan)) {
+      // Keyed by whatever IP the client calls from: shown under ip:<address>.
+      if (binds(limit, caller)) found.any(caller, limit, routes, true);
+    }
+    return found.result({
+      logKey: denialLogKey(prefix, caller),
+      plan: plan.name,
+      tenant,
+      overridden: configured ? overriddenNames(rt, ref.id, plan.name) : NONE,
     });
-    return {
-      ok: true,
-      limits: {
-        checks: [...checks.values()],
-        logKey: denialLogKey(prefix, caller),
-        plan: plan.name,
-        tenant,
-        overridden: configured ? overriddenNames(rt, ref.id, plan.name) : NONE,
-      },
-    };
   }
 
   if (ref.kind === "tenant") {
     const caller: Caller = { kind: "client", id: "", plan: undefined as never, tenant: ref.id, ipKey: "" };
-    for (const plan of rt.plans.values()) everyLimit(plan, (p) => p.by.scope === "tenant" && add(caller, p));
-    if (checks.size === 0) return { ok: false, status: 404, detail: "no plan has a tenant limit" };
-    return {
-      ok: true,
-      limits: {
-        checks: [...checks.values()],
-        logKey: undefined,
-        plan: undefined,
-        tenant: ref.id,
-        overridden: NONE,
-      },
+    const visit = (limit: PlannedLimit) => {
+      if (limit.by.scope === "tenant") found.own(caller, limit);
+      else if (limit.by.scope === undefined && limit.by.tagPart?.kind === "tenant")
+        found.keyedBy(caller, limit);
     };
+    for (const plan of rt.plans.values()) for (const limit of plan.limits) visit(limit);
+    for (const route of rt.routeList) for (const limit of route.limits) visit(limit);
+    if (found.size === 0) return { ok: false, status: 404, detail: "no limit is kept per tenant" };
+    return found.result({ logKey: undefined, plan: undefined, tenant: ref.id, overridden: NONE });
   }
 
   const bytes = parseIp(ref.id);
   if (!bytes) return { ok: false, status: 400, detail: `"${ref.id}" is not an IP address` };
   const ipKey = callerIpKey(unwrapMapped(bytes), rt.identity.ipv6Prefix);
   const anonymous: Caller = { kind: "anonymous", plan: rt.anonymousPlan, ipKey };
-  if (rt.anonymousPlan) everyLimit(rt.anonymousPlan, (p) => add(anonymous, p, "ip"));
-  for (const plan of rt.plans.values()) everyLimit(plan, (p) => p.by.scope === "ip" && add(anonymous, p));
-  return {
-    ok: true,
-    limits: {
-      checks: [...checks.values()],
-      logKey: denialLogKey(prefix, anonymous),
-      plan: rt.anonymousPlan?.name,
-      tenant: undefined,
-      overridden: NONE,
-    },
-  };
+  // An anonymous caller keys every caller, tenant and ip part by its address (keys.ts).
+  for (const [limit, routes] of applicableLimits(rt, rt.anonymousPlan)) {
+    if (binds(limit, anonymous)) found.any(anonymous, limit, routes, false);
+  }
+  // Clients' limits kept per the IP they call from.
+  for (const plan of rt.plans.values()) {
+    for (const limit of plan.limits) {
+      if (limit.by.scope === "ip") found.own(anonymous, limit);
+      else if (limit.by.scope === undefined && limit.by.tagPart?.kind === "ip")
+        found.keyedBy(anonymous, limit);
+    }
+  }
+  return found.result({
+    logKey: denialLogKey(prefix, anonymous),
+    plan: rt.anonymousPlan?.name,
+    tenant: undefined,
+    overridden: NONE,
+  });
 }
 
 const NONE: ReadonlySet<string> = new Set();
 
 /** The limit names a configured client's `limits` replace: `<plan>.global`, `<plan>.<route>`. */
-function overriddenNames(rt: Runtime, id: string, plan: string): ReadonlySet<string> {
+export function overriddenNames(rt: Runtime, id: string, plan: string): ReadonlySet<string> {
   const limits = rt.config.clients.find((c) => c.id === id)?.limits;
   if (!limits) return NONE;
   const names = new Set(Object.keys(limits.routes).map((route) => `${plan}.${route}`));

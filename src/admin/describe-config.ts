@@ -62,7 +62,7 @@ export function describeConfig(rt: Runtime) {
     version: rt.version,
     loaded_at: rt.loadedAt.toISOString(),
     file: rt.file,
-    routes: rt.routeList.map((r) => ({
+    routes: rt.routeList.map((r, i) => ({
       name: r.name,
       path: r.matchPrefix,
       host: r.host,
@@ -72,6 +72,10 @@ export function describeConfig(rt: Runtime) {
       cost: r.cost,
       on_failure: r.onFailure,
       max_body: r.maxBody === undefined ? null : formatSize(r.maxBody),
+      // The route's own limits as written (`total: { rate: 500/s, by: route }`), named <route>.<name>.
+      limits: Object.fromEntries(
+        Object.entries(rt.config.routes[i]?.limits ?? {}).map(([name, l]) => [name, describeLimit(l)]),
+      ),
     })),
     plans: describePlans(rt.config.plans),
     clients: rt.config.clients.map((c) => ({

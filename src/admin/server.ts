@@ -13,6 +13,7 @@ import { requireAdminToken } from "./auth.js";
 import { callerEndpoints } from "./endpoints/callers.js";
 import { showConfig } from "./endpoints/config.js";
 import { topDenials } from "./endpoints/denials.js";
+import { limitEndpoints } from "./endpoints/limits.js";
 import { metrics } from "./endpoints/metrics.js";
 import { healthz, readyz } from "./endpoints/probes.js";
 import { reloadConfig } from "./endpoints/reload.js";
@@ -46,6 +47,11 @@ const PARAMETERS: Record<string, ParameterProblem> = {
     detail:
       "the caller name is not valid percent-encoded UTF-8; name the caller as client:<id>, tenant:<id> or ip:<address>",
   },
+  name: {
+    code: "bad_limit",
+    detail:
+      "the limit name is not valid percent-encoded UTF-8; name the limit as <plan>.<key> (free.global) or <route>.<name> (search.total)",
+  },
 };
 
 /**
@@ -67,6 +73,7 @@ export function createAdminHandler(deps: AdminDeps) {
   /** What the endpoints that read or reset limit state are given. */
   const state = { runtime, store, limiter, fromStore };
   const callers = callerEndpoints(state);
+  const limits = limitEndpoints(state);
 
   const operatorApi = createRouter({
     guard: requireAdminToken(() => runtime().config.admin.token),
@@ -75,6 +82,9 @@ export function createAdminHandler(deps: AdminDeps) {
     routes: [
       { method: "GET", pattern: "/admin/callers/{caller...}", handle: callers.show },
       { method: "DELETE", pattern: "/admin/callers/{caller...}", handle: callers.reset },
+      { method: "GET", pattern: "/admin/limits/{name}", handle: limits.show },
+      { method: "HEAD", pattern: "/admin/limits/{name}", handle: limits.show },
+      { method: "DELETE", pattern: "/admin/limits/{name}", handle: limits.reset },
       { method: "GET", pattern: "/admin/denials/top", handle: topDenials(state) },
       { method: "GET", pattern: "/admin/config", handle: showConfig(runtime) },
       { method: "POST", pattern: "/admin/reload", handle: reloadConfig(reload), hint: "POST /admin/reload" },

@@ -55,6 +55,13 @@ export const PROBLEMS = {
   bad_caller: { status: 400, title: "Bad Request", type: `${OWN}bad-caller` },
   /** A well-formed caller with no limits to show (unknown client, no plan, no tenant limit). */
   unknown_caller: { status: 404, title: "Not Found", type: `${OWN}unknown-caller` },
+  /**
+   * An operator named a limit, or its key values, in a form the admin API cannot read: a name
+   * that is not UTF-8, or `key` values that do not fit the limit's `by`.
+   */
+  bad_limit: { status: 400, title: "Bad Request", type: `${OWN}bad-limit` },
+  /** No limit of that name in the running config (plans' limits and routes' `limits`). */
+  unknown_limit: { status: 404, title: "Not Found", type: `${OWN}unknown-limit` },
   /** POST /admin/reload refused the file; the previous config keeps serving. */
   config_refused: { status: 400, title: "Bad Request", type: `${OWN}config-refused` },
   /** An admin read or reset met a store that is down or refusing. */

@@ -13,7 +13,9 @@ import type {
   CheckOptions,
   Denial,
   DenialBatch,
+  KeyListing,
   Lease,
+  ListKeysBounds,
   Store,
 } from "./stores/contract.js";
 
@@ -185,6 +187,13 @@ export class BreakerStore implements Store {
 
   reset(keys: readonly string[]): Promise<number> {
     return this.inner.reset(keys);
+  }
+
+  /** A store that cannot list keys lists none, and says the listing is incomplete. */
+  listKeys(prefixes: readonly string[], bounds: ListKeysBounds): Promise<KeyListing> {
+    return this.inner.listKeys
+      ? this.inner.listKeys(prefixes, bounds)
+      : Promise.resolve({ keys: [], complete: false });
   }
 
   /**

@@ -43,7 +43,10 @@ plans:
 routes:
   - { name: login, match: { path: /login, methods: [POST] }, upstream: api, on_failure: closed }
   - { name: export, match: { path: /export, host: "*.Example.com" }, upstream: api, max_body: 1mb, by: tenant }
-  - { name: default, match: { path: / }, upstream: api }
+  - name: default
+    match: { path: / }
+    upstream: api
+    limits: { total: { rate: 500/s, burst: 1000 }, per-org: { limit: 50, window: 1m, by: [caller, "header:x-org-id"] } }
 `);
   const body = describeConfig(rt);
   const text = JSON.stringify(body);
@@ -63,6 +66,14 @@ routes:
       ["login", "/login", null, ["POST"], null, "closed"],
       ["export", "/export", "*.example.com", null, "1mb", expect.any(String)],
       ["default", "/", null, null, null, expect.any(String)],
+    ]);
+    expect(body.routes.map((r) => r.limits)).toEqual([
+      {},
+      {},
+      {
+        total: { rate: "500/s", burst: 1000 },
+        "per-org": { limit: 50, window: "1m", by: ["caller", "header:x-org-id"] },
+      },
     ]);
     expect(body.store).toMatchObject({ kind: "redis", prefix: "tg:", timeout: "100ms" });
     expect(body.clients).toEqual([

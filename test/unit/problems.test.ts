@@ -26,6 +26,8 @@ const PUBLISHED: Record<ProblemCode, string> = {
   admin_disabled: `${OWN}admin-disabled`,
   no_endpoint: `${OWN}no-endpoint`,
   bad_caller: `${OWN}bad-caller`,
+  bad_limit: `${OWN}bad-limit`,
+  unknown_limit: `${OWN}unknown-limit`,
   unknown_caller: `${OWN}unknown-caller`,
   config_refused: `${OWN}config-refused`,
   store_unavailable: `${OWN}store-unavailable`,

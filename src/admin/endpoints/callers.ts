@@ -1,10 +1,23 @@
 // GET and DELETE /admin/callers/{caller...}: the limits of one caller (client:<id>, tenant:<id>,
 // ip:<address>) as the store holds them, and its recent denials; or a reset of all of them.
+// Limits kept per the caller and request values (`[caller, header:x-model]`) have a key per value
+// the caller sent: those are found by listing the store under the caller's key prefix, within
+// KEYED_LISTING, and shown (and reset) with the caller's own. Limits shared with other callers
+// (route budgets, per-org limits) are shown, never reset here: /admin/limits/{name} resets one.
 import type { Runtime } from "../../config/compile.js";
 import type { Limiter } from "../../limits/limiter.js";
-import { quota } from "../../limits/spec.js";
-import type { DenialLog, Inspector } from "../../limits/stores/contract.js";
-import { type CallerLimits, callerLimits, parseCallerRef } from "../caller-limits.js";
+import type { PlannedLimit } from "../../limits/plan.js";
+import type { LimitCheck } from "../../limits/spec.js";
+import type { DenialLog, Inspector, ListKeysBounds } from "../../limits/stores/contract.js";
+import {
+  type CallerLimits,
+  callerLimits,
+  type KeyedLimit,
+  parseCallerRef,
+  type SharedLimit,
+} from "../caller-limits.js";
+import { keyQuery, mayLackValues } from "../limit-key.js";
+import { limitFacts, limitState } from "../limit-view.js";
 import { replyProblem, sendJson } from "../reply.js";
 import type { AdminHandler, AdminRequest } from "../router.js";
 import type { FromStore } from "../store-failure.js";
@@ -15,6 +28,35 @@ export interface CallerEndpointDeps {
   /** The live limiter: its locally decided denials are flushed before a read or a reset. */
   limiter: () => Pick<Limiter, "flushDenials" | "forgetDenials">;
   fromStore: FromStore;
+}
+
+/**
+ * How much a caller's listing reads: at most this many keys shown, and this many examined (a
+ * single Redis walks its keyspace for them; a cluster reads the caller's slot).
+ */
+export const KEYED_LISTING: ListKeysBounds = { maxKeys: 200, maxScanned: 50_000 };
+
+/** The keys a caller was limited under by request values, as checks of their limits, limit by limit. */
+async function listKeyed(
+  store: Inspector,
+  keyed: readonly KeyedLimit[],
+): Promise<{ checks: LimitCheck[]; limits: PlannedLimit[]; complete: boolean }> {
+  if (keyed.length === 0) return { checks: [], limits: [], complete: true };
+  const listing = store.listKeys
+    ? await store.listKeys(
+        keyed.map((k) => k.prefix),
+        KEYED_LISTING,
+      )
+    : { keys: [], complete: false };
+  const checks: LimitCheck[] = [];
+  const limits: PlannedLimit[] = [];
+  for (const k of keyed) {
+    for (const key of listing.keys.filter((found) => found.startsWith(k.prefix)).sort()) {
+      checks.push({ key, spec: k.limit.spec, cost: 0 });
+      limits.push(k.limit);
+    }
+  }
+  return { checks, limits, complete: listing.complete };
 }
 
 export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler; reset: AdminHandler } {
@@ -41,25 +83,49 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     const limits = await lookup(request);
     if (!limits) return;
     const store = deps.store();
-    const { checks, logKey, plan, tenant, overridden } = limits;
-    const [views, denials] = await deps.fromStore(() =>
-      Promise.all([store.peek(checks), logKey ? store.denials(logKey) : Promise.resolve([])]),
+    const { checks, logKey, plan, tenant, overridden, keyed, shared } = limits;
+    const routeBudgets = shared.flatMap((s) => s.perRoute?.map((r) => r.check) ?? []);
+    const [views, denials, listed] = await deps.fromStore(() =>
+      Promise.all([
+        store.peek([...checks, ...routeBudgets]),
+        logKey ? store.denials(logKey) : Promise.resolve([]),
+        listKeyed(store, keyed),
+      ]),
     );
+    const keyedViews =
+      listed.checks.length === 0 ? [] : await deps.fromStore(() => store.peek(listed.checks));
+    // Only on a limit the client's own `limits` size, so other callers' answers keep their shape.
+    const marked = (name: string) => (overridden.has(name) ? { override: true } : {});
+    const caller = request.params.caller!;
+    // The route budgets were peeked after the caller's own limits, in the same call.
+    let nextBudget = checks.length;
     sendJson(request.res, 200, {
-      caller: request.params.caller,
+      caller,
       plan: plan ?? null,
       tenant: tenant ?? null,
-      limits: checks.map((c, i) => ({
-        name: c.spec.name,
-        algorithm: c.spec.algorithm,
-        limit: quota(c.spec),
-        remaining: views[i]!.remaining,
-        reset_seconds: Math.ceil(views[i]!.resetMs / 1000),
-        shadow: c.spec.shadow === true,
-        key: c.key,
-        // Only on a limit the client's own `limits` size, so other callers' answers keep their shape.
-        ...(overridden.has(c.spec.name) ? { override: true } : {}),
-      })),
+      limits: checks.map((c, i) => ({ ...limitState(c, views[i]!), ...marked(c.spec.name) })),
+      // The new kinds appear only for a caller that has them, so other answers keep their shape.
+      ...(keyed.length === 0
+        ? {}
+        : {
+            keyed_limits: listed.checks.map((c, i) => ({
+              ...stateWithBy(listed.limits[i]!, limitState(c, keyedViews[i]!)),
+              ...marked(c.spec.name),
+            })),
+            keyed_limits_truncated: !listed.complete,
+          }),
+      ...(shared.length === 0
+        ? {}
+        : {
+            shared_limits: shared.flatMap((s): Record<string, unknown>[] =>
+              s.perRoute
+                ? s.perRoute.map((r) => ({
+                    ...stateWithBy(s.limit, limitState(r.check, views[nextBudget++]!)),
+                    route: r.route,
+                  }))
+                : [sharedByValues(s, caller)],
+            ),
+          }),
       recent_denials: denials.map((d) => ({
         time: new Date(d.atMs).toISOString(),
         route: d.route,
@@ -72,14 +138,40 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     const limits = await lookup(request);
     if (!limits) return;
     const store = deps.store();
-    const keys = limits.checks.map((c) => c.key);
+    const listed = await deps.fromStore(() => listKeyed(store, limits.keyed));
+    const keys = [...limits.checks, ...listed.checks].map((c) => c.key);
     if (limits.logKey) keys.push(limits.logKey);
     // This instance's deny cache forgets them at once; others deny until the retry-after they
     // already sent (limits/deny-cache.ts).
     deps.limiter().forgetDenials(keys);
     const deleted = await deps.fromStore(() => store.reset(keys));
-    sendJson(request.res, 200, { caller: request.params.caller, reset: true, keys_deleted: deleted });
+    sendJson(request.res, 200, {
+      caller: request.params.caller,
+      reset: true,
+      keys_deleted: deleted,
+      // A listing cut short left keys of the caller's keyed limits standing.
+      ...(limits.keyed.length === 0 ? {} : { keyed_limits_truncated: !listed.complete }),
+    });
   }
 
   return { show, reset };
+}
+
+/** A limit's state with its `by` after its name. */
+function stateWithBy(limit: PlannedLimit, state: ReturnType<typeof limitState>) {
+  const { name, ...rest } = state;
+  return { name, by: limit.by.text, ...rest };
+}
+
+/**
+ * A shared limit kept per request values: anyone's values, so no state to show here; where to
+ * read one, and the value that reads this caller's requests that lacked them.
+ */
+function sharedByValues(shared: SharedLimit, caller: string) {
+  return {
+    ...limitFacts(shared.limit),
+    routes: shared.routes,
+    inspect: `/admin/limits/${shared.limit.spec.name}${keyQuery(shared)}`,
+    ...(mayLackValues(shared.limit) ? { key_when_missing: `@${caller}` } : {}),
+  };
 }

@@ -96,11 +96,33 @@ export interface DenialLog {
   topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]>;
 }
 
+/** How much one key listing may read and return (Inspector.listKeys). */
+export interface ListKeysBounds {
+  /** Most keys returned. */
+  maxKeys: number;
+  /** Most keys examined, per slot or server read (a scan's COUNT summed, a slot's keys read). */
+  maxScanned: number;
+}
+
+/** Keys found by a bounded listing. */
+export interface KeyListing {
+  keys: string[];
+  /** False when a bound stopped the listing before it saw every key: more may exist. */
+  complete: boolean;
+}
+
 export interface Inspector {
   /** Each limit as a zero-cost check sees it; consumes nothing. */
   peek(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]>;
   /** Deletes keys (a caller's reset); resolves with how many existed. */
   reset(keys: readonly string[]): Promise<number>;
+  /**
+   * The keys that start with one of `prefixes` (the admin API's "which values did this caller
+   * key by"), within `bounds`; the order is the store's. Optional, so a store written against an
+   * earlier contract keeps compiling: a store without it lists nothing and says so (complete:
+   * false). Only for operators: on Redis it walks the keyspace (SCAN) or a cluster slot.
+   */
+  listKeys?(prefixes: readonly string[], bounds: ListKeysBounds): Promise<KeyListing>;
 }
 
 export interface Health {

@@ -15,7 +15,9 @@ import {
   type Denial,
   type DenialBatch,
   type DenialRecord,
+  type KeyListing,
   type Lease,
+  type ListKeysBounds,
   type Store,
   TOP_BUCKET_TTL_MS,
 } from "./contract.js";
@@ -165,6 +167,21 @@ export class MemoryStore implements Store {
       this.entries.delete(key);
     }
     return deleted;
+  }
+
+  /** Walks the map in write order; an expired entry is skipped, not counted as found. */
+  async listKeys(prefixes: readonly string[], bounds: ListKeysBounds): Promise<KeyListing> {
+    const nowMs = this.now();
+    const keys: string[] = [];
+    let scanned = 0;
+    for (const [key, entry] of this.entries) {
+      if (scanned >= bounds.maxScanned) return { keys, complete: false };
+      scanned++;
+      if (entry.expiresAtMs <= nowMs || !prefixes.some((p) => key.startsWith(p))) continue;
+      if (keys.length >= bounds.maxKeys) return { keys, complete: false };
+      keys.push(key);
+    }
+    return { keys, complete: true };
   }
 
   async charge(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {

@@ -9,7 +9,9 @@ import type {
   CheckOptions,
   Denial,
   DenialBatch,
+  KeyListing,
   Lease,
+  ListKeysBounds,
   Store,
 } from "../contract.js";
 import { chargeArguments, peekArguments, renewArguments } from "./arguments.js";
@@ -21,6 +23,7 @@ import { type ConnectionOptions, connect, isReady, waitUntilReady } from "./conn
 import { checkAcrossSlots } from "./cross-slot.js";
 import { DenialTexts } from "./denial-codec.js";
 import { RedisDenialLog } from "./denial-log.js";
+import { KeyLister } from "./key-listing.js";
 import { parseChargeReply, parseScriptHeader } from "./replies.js";
 import { Slots } from "./slots.js";
 import { TopListCounts } from "./top-list.js";
@@ -40,6 +43,7 @@ export class RedisStore implements Store {
   /** Top-list counts of a cluster, written apart from the checks (top-list.ts). */
   private readonly topCounts: TopListCounts | undefined;
   private readonly denialLog: RedisDenialLog;
+  private readonly keyLister: KeyLister;
 
   constructor(options: RedisStoreOptions) {
     this.boundary = new Boundary(options.timeoutMs);
@@ -57,6 +61,7 @@ export class RedisStore implements Store {
     });
     this.topCounts = this.clustered ? new TopListCounts(this.client, this.boundary) : undefined;
     this.denialLog = new RedisDenialLog(this.client, this.boundary, this.topCounts);
+    this.keyLister = new KeyLister(this.client, this.slots, this.boundary);
   }
 
   /** The master serving the slot of the first key, in a cluster; "" for a single Redis. */
@@ -160,6 +165,11 @@ export class RedisStore implements Store {
     return this.boundary
       .bounded(Promise.all(keys.map((k) => this.client.del(k))))
       .then((counts) => counts.reduce((a, b) => a + b, 0));
+  }
+
+  /** SCAN on a single Redis, CLUSTER GETKEYSINSLOT per hash tag in a cluster (key-listing.ts). */
+  listKeys(prefixes: readonly string[], bounds: ListKeysBounds): Promise<KeyListing> {
+    return this.keyLister.list(prefixes, bounds);
   }
 
   recordDenials(batch: readonly DenialBatch[]): Promise<void> {
