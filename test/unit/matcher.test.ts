@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { hostPatternProblem, normalizeHostPattern, requestHost } from "../../src/routing/host.js";
-import { type MatchableRoute, methodSet, RouteMatcher } from "../../src/routing/matcher.js";
+import { ancestorAt, type MatchableRoute, methodSet, RouteMatcher } from "../../src/routing/matcher.js";
 import { normalizeTarget } from "../../src/routing/normalize.js";
 
 interface NamedRoute extends MatchableRoute {
@@ -243,5 +243,23 @@ describe("host patterns and Host headers", () => {
     [undefined, undefined],
   ])("reads the Host %j as %j", (header, name) => {
     expect(requestHost(header)).toBe(name);
+  });
+});
+
+describe("deep paths", () => {
+  it("start the walk at the deepest configured prefix: the ancestors below it are never hashed", () => {
+    expect(ancestorAt("/a/b/c", 2)).toBe("/a/b");
+    expect(ancestorAt("/a/b", 2)).toBe("/a/b");
+    expect(ancestorAt("/a", 3)).toBe("/a");
+    expect(ancestorAt("/a/b/c", 0)).toBe("/");
+    expect(ancestorAt("/a/b/c", 1)).toBe("/a");
+  });
+
+  it("still find the longest prefix of a path of thousands of segments", () => {
+    const m = new RouteMatcher([route("root", "/"), route("deep", "/v1/x/y"), route("v1", "/v1")]);
+    const deep = `/v1/x/y${"/a".repeat(8000)}`;
+    expect(m.match(deep, "GET")?.name).toBe("deep");
+    expect(m.match(`/v1/x${"/a".repeat(8000)}`, "GET")?.name).toBe("v1");
+    expect(m.match(`/zz${"/a".repeat(8000)}`, "GET")?.name).toBe("root");
   });
 });
