@@ -61,10 +61,17 @@ export function checkKeyBys(
           `${partText(part)} reads a claim of a verified JWT, but this file has no identity.jwt: no caller would carry one, so every request would be keyed by its caller instead; configure identity.jwt, or key by something requests carry (header:<name>)`,
         );
       }
-      if (part.kind === "header" && (part.name === "authorization" || part.name === apiKeyHeader)) {
+      const secret = part.kind === "header" ? secretIn(part.name, apiKeyHeader) : undefined;
+      if (secret) {
         add(
           at,
-          `${partText(part)} carries ${part.name === "authorization" ? "bearer keys and JWTs" : "API keys"}: keying by it would write callers' secrets into state keys and the admin API; key by caller instead (one budget per client the credential names)`,
+          `${partText(part)} carries ${secret}: keying by it would write callers' secrets into state keys and the admin API; key by caller instead (one budget per client the credential names)`,
+        );
+      }
+      if (part.kind === "header" && part.name.startsWith("tollgate-")) {
+        add(
+          at,
+          `${partText(part)} is a header the gateway sets for the upstream (Tollgate-Client, -Tenant, -Plan) and drops from clients: key by caller, tenant or claim:<name> instead`,
         );
       }
       if (part.kind === "segment" && w.route) {
@@ -163,4 +170,17 @@ export function sharedBy(by: KeyBy, global: boolean): string | undefined {
     .filter((p) => p.kind !== "tenant" && p.kind !== "ip" && p.kind !== "route")
     .map(partText);
   return values.length ? `${who} with the same ${values.join(" and ")}` : who;
+}
+
+/**
+ * What secret a header carries, if it is a credential: what clients authenticate with, to the
+ * gateway or to the upstream (CGI-style `_` spellings fold onto the same header).
+ */
+function secretIn(name: string, apiKeyHeader: string | undefined): string | undefined {
+  const folded = name.replace(/_/g, "-");
+  if (folded === "authorization") return "bearer keys and JWTs";
+  if (folded === "proxy-authorization") return "proxy credentials";
+  if (folded === "cookie") return "session cookies";
+  if (apiKeyHeader !== undefined && folded === apiKeyHeader.replace(/_/g, "-")) return "API keys";
+  return undefined;
 }

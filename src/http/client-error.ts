@@ -36,6 +36,10 @@ export function answerClientError(err: ParserError, socket: Socket): void {
   // A reset, or a response already started, leaves no one to tell: close. (A body that breaks
   // mid-request still has an unsent response: it gets its 400.)
   const pending = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  // Bytes after a request that asked to close (Connection: close, or HTTP/1.0): that request is
+  // being answered, and its answer closes the connection. A 400 now would replace the answer to
+  // a request the upstream may already have executed, and a client retrying it would run it twice.
+  if (err.code === "HPE_CLOSED_CONNECTION" && pending !== undefined) return;
   if (err.code === "ECONNRESET" || !socket.writable || pending?.headersSent) {
     socket.destroy();
     return;

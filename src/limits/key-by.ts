@@ -255,7 +255,12 @@ export function partValue(
   }
 }
 
-/** The n-th segment (1-based) of a normalised path, if it has one that is not empty. */
+/**
+ * The n-th segment (1-based) of a normalised path, if it has one that is not empty, decoded as
+ * an upstream decodes it: `a%3Ab` and `a:b` are one id to it, so one budget here. (The
+ * normaliser has refused an encoded `/` and invalid UTF-8.) Case is kept: whether `R-17` and
+ * `r-17` are one resource is the upstream's to say.
+ */
 export function pathSegment(path: string, index: number): string | undefined {
   let start = 0;
   for (let i = 0; i < index; i++) {
@@ -265,7 +270,13 @@ export function pathSegment(path: string, index: number): string | undefined {
   }
   const end = path.indexOf("/", start);
   const segment = end === -1 ? path.slice(start) : path.slice(start, end);
-  return segment === "" ? undefined : segment;
+  if (segment === "") return undefined;
+  if (!segment.includes("%")) return segment;
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }
 
 /**
@@ -277,16 +288,6 @@ export function queryValue(query: string, name: string): string | undefined {
   if (query.length < 2) return undefined;
   const value = new URLSearchParams(query.slice(1)).get(name);
   return value === null || value === "" ? undefined : value;
-}
-
-/**
- * How many times a query parameter appears: more than once is ambiguous (frameworks read the
- * first, the last, or all of them), and a key that read one while the upstream served another
- * would let a client pick its budget.
- */
-export function queryCount(query: string, name: string): number {
-  if (query.length < 2) return 0;
-  return new URLSearchParams(query.slice(1)).getAll(name).length;
 }
 
 /**

@@ -14,9 +14,9 @@ import {
 import { fieldLines, resolveClientIp } from "../identity/forwarded.js";
 import { formatIp } from "../identity/ip.js";
 import { ipKeyFor, socketPeer } from "../identity/peer.js";
-import { queryCount } from "../limits/key-by.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { type Admitted, type ProxyEnv, Refusal, type RequestContext } from "./context.js";
+import { keyedValueProblem } from "./keyed-values.js";
 
 export type Admission = Admitted | Refusal;
 
@@ -73,8 +73,8 @@ export function admit(ctx: RequestContext, env: AdmitEnv): Admission | Promise<A
   ctx.routeName = route.name;
   ctx.query = target.query;
   if (route.keyedHeaders.length > 0 || route.keyedQuery.length > 0) {
-    const twice = keyedTwice(route, req.rawHeaders, target.query);
-    if (twice) return new Refusal("bad_request", "bad_request", twice);
+    const ambiguous = keyedValueProblem(route, req.rawHeaders, target.query);
+    if (ambiguous) return new Refusal("bad_request", "bad_request", ambiguous);
   }
 
   const peer = socketPeer(req.socket);
@@ -165,29 +165,6 @@ function withCaller(ctx: RequestContext, env: AdmitEnv, identified: Identificati
     );
   }
   return admitted;
-}
-
-/**
- * A header or query parameter some limit of the route keys by, given more than once: which copy
- * an upstream reads is its own choice (the first, the last, all of them joined), so a key built
- * from any one of them would let a client be counted under one value and served under another.
- */
-function keyedTwice(
-  route: Admitted["route"],
-  rawHeaders: readonly string[],
-  query: string,
-): string | undefined {
-  for (const name of route.keyedHeaders) {
-    if ((fieldLines(rawHeaders, name)?.length ?? 0) > 1) {
-      return `the request carries the ${name} header more than once; a limit of this route is kept per its value, so send it once`;
-    }
-  }
-  for (const name of route.keyedQuery) {
-    if (queryCount(query, name) > 1) {
-      return `the query parameter "${name}" is given more than once; a limit of this route is kept per its value, so give it once`;
-    }
-  }
-  return undefined;
 }
 
 function headerText(value: string | string[] | undefined): string | undefined {

@@ -107,6 +107,21 @@ describe("requests the parser refuses never reach the upstream", () => {
     expect(closed).toMatch(/^HTTP\/1\.1 408/);
   });
 
+  it("bytes after a Connection: close request do not replace its answer with a 400", async () => {
+    // The POST is forwarded (the upstream may act on it): its client must get its answer, not a
+    // 400 that invites a retry of a request already executed.
+    const before = upstream.received.length;
+    const reply = await rawRequest(
+      gw.url,
+      head(["POST /closing HTTP/1.1", "Host: x", "Content-Length: 2", "Connection: close"]) +
+        "hiGET /after HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    expect(reply.status).toBe(200);
+    expect(reply.text).not.toContain("400");
+    const forwarded = upstream.received.slice(before).map((r) => r.url);
+    expect(forwarded).toEqual(["/closing"]);
+  });
+
   it("a well-formed request is still served afterwards", async () => {
     expect((await send(gw.url, { path: "/ok" })).status).toBe(200);
   });

@@ -131,6 +131,10 @@ describe("by: keys", () => {
     expect(pathSegment("/v1/reports/r-17", 3)).toBe("r-17");
     expect(pathSegment("/v1/reports/", 3)).toBeUndefined();
     expect(pathSegment("/v1", 2)).toBeUndefined();
+    // Decoded as an upstream decodes it: one id, one budget, however it is spelt.
+    expect(pathSegment("/v2/reports/a%3Ab", 3)).toBe("a:b");
+    expect(pathSegment("/v2/reports/a%40b%2C", 3)).toBe("a@b,");
+    expect(pathSegment("/v2/reports/R-17", 3)).toBe("R-17");
     expect(queryValue("?model=gpt%2D4&x=1", "model")).toBe("gpt-4");
     expect(queryValue("?model=", "model")).toBeUndefined();
     expect(queryValue("", "model")).toBeUndefined();

@@ -135,6 +135,16 @@ describe("by: header names", () => {
     const ownHeader = `identity:\n  api_key: { header: X-Key }\n${reportsBy('"header:x-key"')}`;
     expect(report(ownHeader)[0]).toContain("plans.pro.routes.reports.by: header:x-key carries API keys");
     expect(report(reportsBy('"header:x-model"'))).toEqual([]);
+    for (const [header, what] of [
+      ["cookie", "session cookies"],
+      ["proxy-authorization", "proxy credentials"],
+      ["x_api_key", "API keys"],
+    ]) {
+      expect(report(reportsBy(`"header:${header}"`)).join("\n")).toContain(
+        `header:${header} carries ${what}`,
+      );
+    }
+    expect(report(reportsBy('"header:tollgate-client"')).join("\n")).toContain("a header the gateway sets");
   });
 });
 

@@ -1,0 +1,115 @@
+// Whether the values a route's limits key by are the values its upstream will read. A limit kept
+// per `header:x-org-id` or `query:model` counts the request under the value the gateway reads; if
+// the upstream may serve it by another spelling of the same field, a client picks its budget. So a
+// request is refused (400) when a keyed field is:
+// - given twice: which copy an upstream reads is its own choice (first, last, all joined);
+// - spelt another way the upstream folds onto it: CGI, WSGI, Rack and PHP read `x_org_id` as
+//   `x-org-id`; frameworks read `MODEL` (ASP.NET) or `model[]` (PHP, Rack) as `model`;
+// - named in Connection: it would be removed as hop-by-hop before the upstream, which would then
+//   serve the request as if it had no value while it was counted under one;
+// - a query value holding a raw `;`: Rack 2, Go before 1.17 and older Python split the query on it.
+// Only routes some limit keys by a header or query parameter pay for this (compile.ts lists them).
+
+/** The fields of a route its limits key by (CompiledRoute). */
+export interface KeyedFields {
+  /** Lower-case header names. */
+  readonly keyedHeaders: readonly string[];
+  /** Query parameter names as configured. */
+  readonly keyedQuery: readonly string[];
+}
+
+/** Why the request's keyed values are ambiguous, or undefined when they are not. */
+export function keyedValueProblem(
+  route: KeyedFields,
+  rawHeaders: readonly string[],
+  query: string,
+): string | undefined {
+  if (route.keyedHeaders.length > 0) {
+    const problem = headerProblem(route.keyedHeaders, rawHeaders);
+    if (problem) return problem;
+  }
+  return route.keyedQuery.length > 0 ? queryProblem(route.keyedQuery, query) : undefined;
+}
+
+function headerProblem(keyed: readonly string[], rawHeaders: readonly string[]): string | undefined {
+  let seen: Set<string> | undefined;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const lower = rawHeaders[i]!.toLowerCase();
+    if (lower === "connection") {
+      for (const token of rawHeaders[i + 1]!.split(",")) {
+        const named = token.trim().toLowerCase().replace(/_/g, "-");
+        if (keyed.includes(named)) {
+          return `the request lists ${named} in Connection, which would remove it before the upstream; a limit of this route is kept per its value, so do not list it`;
+        }
+      }
+      continue;
+    }
+    const folded = lower.includes("_") ? lower.replace(/_/g, "-") : lower;
+    if (!keyed.includes(folded)) continue;
+    if (folded !== lower) {
+      return `the request carries ${rawHeaders[i]}, which CGI, WSGI, Rack and PHP upstreams read as ${folded}; a limit of this route is kept per ${folded}, so send it under that name only`;
+    }
+    seen ??= new Set();
+    if (seen.has(folded)) {
+      return `the request carries the ${folded} header more than once; a limit of this route is kept per its value, so send it once`;
+    }
+    seen.add(folded);
+  }
+  return undefined;
+}
+
+function queryProblem(keyed: readonly string[], query: string): string | undefined {
+  if (query.length < 2) return undefined;
+  const folded = keyed.map(foldName);
+  const seen = new Set<string>();
+  // `&` and `;` both separate here: a parameter hidden behind a `;` is a second copy to an
+  // upstream that splits on it.
+  for (const pair of query.slice(1).split(/[&;]/)) {
+    if (pair === "") continue;
+    const eq = pair.indexOf("=");
+    const name = decodeComponent(eq === -1 ? pair : pair.slice(0, eq));
+    const at = folded.indexOf(foldName(name));
+    if (at === -1) continue;
+    const configured = keyed[at]!;
+    if (name !== configured) {
+      return `the query parameter "${name}" is read as "${configured}" by some frameworks; a limit of this route is kept per "${configured}", so give it under that name only`;
+    }
+    if (seen.has(configured)) {
+      return `the query parameter "${configured}" is given more than once (or after a ";"); a limit of this route is kept per its value, so give it once`;
+    }
+    seen.add(configured);
+  }
+  // A raw `;` inside a keyed value: the `&` parse keeps it, a `;` parse cuts the value there.
+  const params = new URLSearchParams(query.slice(1));
+  for (const name of keyed) {
+    if (params.get(name)?.includes(";") && rawValueHasSemicolon(query, name)) {
+      return `the query parameter "${name}" holds a ";", where some frameworks split the query; a limit of this route is kept per its value, so encode it as %3B`;
+    }
+  }
+  return undefined;
+}
+
+/** `model`, `MODEL` and `model[]` are one parameter to some framework. */
+function foldName(name: string): string {
+  const lower = name.toLowerCase();
+  return lower.endsWith("[]") ? lower.slice(0, -2) : lower;
+}
+
+function decodeComponent(text: string): string {
+  const spaced = text.includes("+") ? text.replace(/\+/g, " ") : text;
+  if (!spaced.includes("%")) return spaced;
+  try {
+    return decodeURIComponent(spaced);
+  } catch {
+    return spaced;
+  }
+}
+
+/** Whether the `&`-separated value of `name` holds a `;` as written (not `%3B`). */
+function rawValueHasSemicolon(query: string, name: string): boolean {
+  for (const pair of query.slice(1).split("&")) {
+    const eq = pair.indexOf("=");
+    if (eq !== -1 && decodeComponent(pair.slice(0, eq)) === name && pair.indexOf(";", eq) !== -1) return true;
+  }
+  return false;
+}

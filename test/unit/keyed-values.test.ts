@@ -1,0 +1,136 @@
+// A request is refused when a field its route's limits key by could be read by the upstream
+// under another value than the one counted (proxy/keyed-values.ts).
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { keyedValueProblem } from "../../src/proxy/keyed-values.js";
+
+const route = { keyedHeaders: ["x-org-id", "x-model"], keyedQuery: ["model"] };
+const raw = (...pairs: [string, string][]) => pairs.flat();
+const problem = (headers: [string, string][], query = "") => keyedValueProblem(route, raw(...headers), query);
+
+describe("keyed values an upstream could read differently", () => {
+  it("pass one copy of each keyed field, whatever else comes", () => {
+    expect(
+      problem(
+        [
+          ["Host", "a"],
+          ["X-Org-Id", "acme"],
+          ["x-model", "m"],
+          ["x_other", "1"],
+        ],
+        "?model=a&b=1;c=2",
+      ),
+    ).toBe(undefined);
+    expect(problem([["Connection", "keep-alive, x-other"]], "?model=a%3Bb")).toBeUndefined();
+    expect(
+      keyedValueProblem({ keyedHeaders: [], keyedQuery: [] }, raw(["x-org-id", "a"], ["x-org-id", "b"]), ""),
+    ).toBe(undefined);
+  });
+
+  it.each([
+    [
+      "a header twice, in any case",
+      [
+        ["x-org-id", "a"],
+        ["X-ORG-ID", "b"],
+      ],
+      "",
+      /more than once/,
+    ],
+    ["an underscore spelling (WSGI reads it as the header)", [["x_org_id", "acme"]], "", /read as x-org-id/],
+    [
+      "both spellings",
+      [
+        ["x-org-id", "a"],
+        ["X_Org_Id", "b"],
+      ],
+      "",
+      /read as x-org-id/,
+    ],
+    [
+      "a keyed header named in Connection",
+      [["Connection", "close, X-Model"]],
+      "",
+      /lists x-model in Connection/,
+    ],
+    [
+      "an underscore spelling in Connection",
+      [["connection", "x_org_id"]],
+      "",
+      /lists x-org-id in Connection/,
+    ],
+    ["a parameter twice", [], "?model=a&model=b", /more than once/],
+    ["a parameter encoded twice", [], "?model=a&%6dodel=b", /more than once/],
+    ["a parameter behind a ;", [], "?model=fresh;model=victim", /more than once/],
+    ["a raw ; inside the value", [], "?model=a;b", /holds a ";"/],
+    ["another case", [], "?MODEL=x", /read as "model"/],
+    ["an array spelling", [], "?model[]=x", /read as "model"/],
+    ["an encoded array spelling", [], "?model%5B%5D=x", /read as "model"/],
+  ] as [string, [string, string][], string, RegExp][])("refuse %s", (_name, headers, query, message) => {
+    expect(problem(headers, query)).toMatch(message);
+  });
+
+  it("never throw, and pass only requests with one unambiguous copy of each keyed field (fuzz)", () => {
+    const name = fc.constantFrom(
+      "x-org-id",
+      "X-Org-Id",
+      "x_org_id",
+      "X_ORG_ID",
+      "x-model",
+      "connection",
+      "host",
+      "x-other",
+    );
+    const value = fc.oneof(
+      fc.constantFrom("close", "x-org-id", "keep-alive, x_model", ""),
+      fc.string({ maxLength: 12 }),
+    );
+    const queryPart = fc.oneof(
+      fc.constantFrom(
+        "model=a",
+        "MODEL=b",
+        "model[]=c",
+        "%6dodel=d",
+        "model=e;f",
+        "model=%3B",
+        "x=1",
+        "model",
+        "",
+      ),
+      fc.string({ maxLength: 10 }),
+    );
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(name, value), { maxLength: 6 }),
+        fc.array(queryPart, { maxLength: 5 }),
+        fc.constantFrom("&", ";"),
+        (headers, parts, sep) => {
+          const query = parts.length ? `?${parts.join(sep)}` : "";
+          const answer = problem(headers, query);
+          if (answer !== undefined) return;
+          // Passed: each keyed header at most once, under its own name, never hop-by-hop.
+          for (const keyed of route.keyedHeaders) {
+            const spellings = headers.filter(([n]) => n.toLowerCase().replace(/_/g, "-") === keyed);
+            expect(spellings.length).toBeLessThanOrEqual(1);
+            if (spellings[0]) expect(spellings[0][0].toLowerCase()).toBe(keyed);
+            for (const [n, v] of headers) {
+              if (n.toLowerCase() !== "connection") continue;
+              expect(v.split(",").map((t) => t.trim().toLowerCase().replace(/_/g, "-"))).not.toContain(keyed);
+            }
+          }
+          // …and the keyed parameter once, whichever of & and ; an upstream splits on.
+          const copies = (query.slice(1).split(/[&;]/) as string[]).filter((p) => {
+            const n = p.split("=")[0]!;
+            let decoded = n;
+            try {
+              decoded = decodeURIComponent(n.replace(/\+/g, " "));
+            } catch {}
+            return decoded.toLowerCase().replace(/\[\]$/, "") === "model";
+          });
+          expect(copies.length).toBeLessThanOrEqual(1);
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+});
