@@ -7,14 +7,30 @@
 // of where it started after warm-up, its fds end within SOAK_FD_GROWTH (default 20) of where
 // they started, no attack got what it was after (an h2c switch, a forged caller IP, a body
 // invited before a 429, a socket left open), and a well-formed request at the end is served.
-import { spawn } from "node:child_process";
+//
+// An HTTP/2 phase runs beside it against a second gateway listening with TLS (a self-signed
+// certificate made by openssl): rapid reset (streams opened and cancelled at once, reconnecting
+// whenever the gateway closes the connection), more streams than a connection may open, endless
+// CONTINUATION frames, header lists past the limit, and connections held open with PINGs only,
+// beside well-formed HTTP/2 requests; that gateway's RSS and fds are judged the same way.
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { connect as connectH2 } from "node:http2";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
+import {
+  ENHANCE_YOUR_CALM,
+  FLAG,
+  FRAME,
+  frame,
+  request as h2Fields,
+  headerBlock,
+  rawH2,
+} from "./h2-frames.mjs";
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 60);
 const RSS_GROWTH_MB = Number(process.env.SOAK_RSS_GROWTH_MB ?? 40);
@@ -77,6 +93,38 @@ deny: { ips: [10.0.0.7/32] }
 `,
 );
 const gateway = startProcess(["dist/cli.js", "--config", configFile]);
+// The same config on a TLS listener, for the HTTP/2 phase.
+execFileSync(
+  "openssl",
+  [
+    "req",
+    "-x509",
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:P-256",
+    "-nodes",
+    "-keyout",
+    join(dir, "tls.key"),
+    "-out",
+    join(dir, "tls.crt"),
+    "-days",
+    "1",
+    "-subj",
+    "/CN=localhost",
+  ],
+  { stdio: "ignore" },
+);
+const tlsConfigFile = join(dir, "gateway-tls.yaml");
+writeFileSync(
+  tlsConfigFile,
+  readFileSync(configFile, "utf8").replace(
+    "listen: 127.0.0.1:0",
+    `listen: { address: "127.0.0.1:0", tls: { cert_file: tls.crt, key_file: tls.key } }`,
+  ),
+);
+const tlsGateway = startProcess(["dist/cli.js", "--config", tlsConfigFile]);
+tlsGateway.lines.on("line", () => {});
 gateway.lines.on("line", () => {});
 const listening = await waitForLine(gateway, (l) => l.msg === "tollgate listening");
 const proxy = new URL(listening.proxy);
@@ -86,11 +134,19 @@ const fdBeforeTraffic = readdirSync(`/proc/${gateway.child.pid}/fd`).length;
 gateway.child.on("exit", (code, signal) => {
   gatewayExited = { code, signal };
 });
+const tlsListening = await waitForLine(tlsGateway, (l) => l.msg === "tollgate listening");
+const tlsPort = Number(new URL(tlsListening.proxy).port);
+const tlsUrl = `https://127.0.0.1:${tlsPort}`;
+let tlsGatewayExited = null;
+const tlsFdBeforeTraffic = readdirSync(`/proc/${tlsGateway.child.pid}/fd`).length;
+tlsGateway.child.on("exit", (code, signal) => {
+  tlsGatewayExited = { code, signal };
+});
 
-const fdCount = () => readdirSync(`/proc/${gateway.child.pid}/fd`).length;
+const fdCount = (pid = gateway.child.pid) => readdirSync(`/proc/${pid}/fd`).length;
 
-const rssMb = () => {
-  const status = readFileSync(`/proc/${gateway.child.pid}/status`, "utf8");
+const rssMb = (pid = gateway.child.pid) => {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
   return Number(/VmRSS:\s+(\d+)/.exec(status)[1]) / 1024;
 };
 
@@ -356,24 +412,175 @@ for (let w = 0; w < 4; w++) {
   );
 }
 
+// --- the HTTP/2 phase, against the TLS gateway ---
+const h2Counts = {};
+const h2Count = (name) => {
+  h2Counts[name] = (h2Counts[name] ?? 0) + 1;
+};
+const pause = (ms) => new Promise((r) => setTimeout(r, ms));
+/** Waits up to `ms` for the gateway to close `raw`; true if it did. */
+const closedWithin = (raw, ms) =>
+  Promise.race([raw.closed.then(() => true), pause(ms).then(() => false)]).finally(() =>
+    raw.socket.destroy(),
+  );
+
+const H2_ATTACKS = {
+  // Opened and cancelled at once, 50 a batch, a PING after each so the next goes out once the
+  // gateway has read it; the gateway must close the connection telling why (ENHANCE_YOUR_CALM).
+  "rapid reset": async () => {
+    const raw = await rawH2(tlsPort);
+    // A caller whose requests are admitted: a denied one is answered before its reset arrives,
+    // which is a plain flood, limited like any other.
+    const block = headerBlock(h2Fields("GET", "/reset", [["x-api-key", "good-key"]]));
+    let id = 1;
+    for (let batch = 0; batch < 40 && raw.goaway === undefined && !raw.socket.destroyed; batch++) {
+      const frames = [];
+      for (let i = 0; i < 50; i++, id += 2) {
+        frames.push(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, id, block));
+        frames.push(frame(FRAME.RST_STREAM, 0, id, Buffer.from([0, 0, 0, 8])));
+      }
+      const token = randomBytes(8);
+      frames.push(frame(FRAME.PING, 0, 0, token));
+      raw.write(Buffer.concat(frames));
+      await raw.waitFor(
+        (f) => f.type === FRAME.GOAWAY || (f.type === FRAME.PING && f.payload.equals(token)),
+        3000,
+      );
+    }
+    const closed = await closedWithin(raw, 3000);
+    return raw.goaway === ENHANCE_YOUR_CALM && closed
+      ? "held (GOAWAY ENHANCE_YOUR_CALM)"
+      : `BREACH: 2000 cancelled streams and the connection ${closed ? `closed, GOAWAY ${raw.goaway}` : "still open"}`;
+  },
+  // 1000 streams whose bodies never come: 100 may be open; the rest refused, the connection cut.
+  "many streams": async () => {
+    const raw = await rawH2(tlsPort);
+    const block = headerBlock(h2Fields("POST", "/upload"));
+    const frames = [];
+    for (let i = 0, id = 1; i < 1000; i++, id += 2)
+      frames.push(frame(FRAME.HEADERS, FLAG.END_HEADERS, id, block));
+    raw.write(Buffer.concat(frames));
+    return (await closedWithin(raw, 6000)) ? "held (closed)" : "BREACH: the gateway left the connection open";
+  },
+  "CONTINUATION flood": async () => {
+    const raw = await rawH2(tlsPort);
+    raw.write(frame(FRAME.HEADERS, 0, 1, headerBlock(h2Fields("GET", "/flood"))));
+    const frames = [];
+    for (let i = 0; i < 10_000; i++)
+      frames.push(frame(FRAME.CONTINUATION, 0, 1, headerBlock([[`x-${i}`, "v"]])));
+    raw.write(Buffer.concat(frames));
+    return (await closedWithin(raw, 6000)) ? "held (closed)" : "BREACH: the gateway left the connection open";
+  },
+  // 20 streams with 60 KB header lists each: none may be answered but by a reset or a 431.
+  "header lists past the limit": async () => {
+    const raw = await rawH2(tlsPort);
+    await pause(50);
+    const extra = Array.from({ length: 60 }, (_, j) => [`x-h${j}`, "v".repeat(1000)]);
+    for (let s = 0, id = 1; s < 20; s++, id += 2) {
+      const block = headerBlock(h2Fields("GET", "/big", [["x-api-key", "good-key"], ...extra]));
+      for (let at = 0; at < block.length; at += 16_000) {
+        const last = at + 16_000 >= block.length;
+        const flags = (last ? FLAG.END_HEADERS : 0) | (at === 0 ? FLAG.END_STREAM : 0);
+        raw.write(
+          frame(at === 0 ? FRAME.HEADERS : FRAME.CONTINUATION, flags, id, block.subarray(at, at + 16_000)),
+        );
+      }
+    }
+    await raw.waitFor(() => raw.resets + raw.responses.length >= 20, 3000);
+    const answered = raw.responses.length;
+    await closedWithin(raw, 0);
+    // A response here is the gateway's 431 (the header block is measured before the upstream).
+    return answered + raw.resets >= 20 || raw.goaway !== undefined
+      ? "held (reset, refused or closed)"
+      : `unexpected: ${answered} answered, ${raw.resets} reset`;
+  },
+  // PINGs and nothing else: the gateway closes a connection without a stream after its idle time.
+  "idle with PINGs": async () => {
+    const raw = await rawH2(tlsPort);
+    const ping = setInterval(() => raw.write(frame(FRAME.PING, 0, 0, Buffer.alloc(8))), 1000);
+    const closed = await closedWithin(raw, 9000);
+    clearInterval(ping);
+    return closed ? "held (closed when idle)" : "BREACH: an idle connection kept open by PINGs";
+  },
+};
+const h2Kinds = Object.keys(H2_ATTACKS);
+for (let w = 0; w < 4; w++) {
+  running.push(
+    (async () => {
+      let i = w;
+      while (Date.now() < deadline) {
+        const kind = h2Kinds[i++ % h2Kinds.length];
+        h2Count(`${kind} → ${await H2_ATTACKS[kind]().catch((err) => `error ${err.code ?? err.message}`)}`);
+      }
+    })(),
+  );
+}
+// Well-formed HTTP/2 requests alongside, on long-lived sessions.
+const h2WellFormed = { ok: 0, other: 0 };
+const h2Get = (session, path) =>
+  new Promise((resolve) => {
+    const stream = session.request({ ":path": path, "x-api-key": "good-key" });
+    stream.setTimeout(5000, () => stream.close());
+    let status = 0;
+    stream.on("response", (h) => {
+      status = h[":status"];
+    });
+    stream.on("error", () => {});
+    stream.on("close", () => resolve(status));
+    stream.resume();
+    stream.end();
+  });
+const h2Session = () => {
+  const session = connectH2(tlsUrl, { rejectUnauthorized: false });
+  session.on("error", () => {});
+  return session;
+};
+for (let w = 0; w < 2; w++) {
+  running.push(
+    (async () => {
+      let session = h2Session();
+      while (Date.now() < deadline) {
+        if (session.closed || session.destroyed) session = h2Session();
+        if ((await h2Get(session, "/ok")) === 200) h2WellFormed.ok++;
+        else h2WellFormed.other++;
+      }
+      session.close();
+    })(),
+  );
+}
+
 // RSS: after a 5 s warm-up, then every 5 s.
 const samples = [];
+const tlsSamples = [];
 await new Promise((r) => setTimeout(r, Math.min(5000, SECONDS * 250)));
 const rssStart = rssMb();
 const fdStart = fdCount();
+const tlsRssStart = rssMb(tlsGateway.child.pid);
+const tlsFdStart = fdCount(tlsGateway.child.pid);
 const sampler = setInterval(() => {
   if (!gatewayExited) samples.push(rssMb());
+  if (!tlsGatewayExited) tlsSamples.push(rssMb(tlsGateway.child.pid));
 }, 5000);
 await Promise.all(running);
 clearInterval(sampler);
-// Let the gateway settle (timers for cut connections, GC), then measure again.
+// Let the gateways settle (timers for cut connections, GC), then measure again.
 await new Promise((r) => setTimeout(r, 2000));
 const alive = gatewayExited === null;
 const rssEnd = alive ? rssMb() : Number.NaN;
 const fdEnd = alive ? fdCount() : Number.NaN;
 const finalStatus = alive ? await get("/final", { "x-api-key": "good-key" }) : 0;
+const tlsAlive = tlsGatewayExited === null;
+const tlsRssEnd = tlsAlive ? rssMb(tlsGateway.child.pid) : Number.NaN;
+const tlsFdEnd = tlsAlive ? fdCount(tlsGateway.child.pid) : Number.NaN;
+let h2FinalStatus = 0;
+if (tlsAlive) {
+  const session = h2Session();
+  h2FinalStatus = await h2Get(session, "/final");
+  session.close();
+}
 
 gateway.child.kill("SIGTERM");
+tlsGateway.child.kill("SIGTERM");
 upstream.child.kill("SIGTERM");
 
 const result = {
@@ -389,16 +596,35 @@ const result = {
   slowlorisConnectionsCut: slowCut,
   wellFormed,
   finalRequestStatus: finalStatus,
+  http2: {
+    gatewayAlive: tlsAlive,
+    rssStartMb: Math.round(tlsRssStart * 10) / 10,
+    rssEndMb: Math.round(tlsRssEnd * 10) / 10,
+    rssMaxMb: Math.round(Math.max(tlsRssStart, ...tlsSamples) * 10) / 10,
+    fdBeforeTraffic: tlsFdBeforeTraffic,
+    fdStart: tlsFdStart,
+    fdEnd: tlsFdEnd,
+    hostile: h2Counts,
+    wellFormed: h2WellFormed,
+    finalRequestStatus: h2FinalStatus,
+  },
 };
 console.log(JSON.stringify(result, null, 2));
-const breaches = Object.keys(counts).filter((k) => k.includes("BREACH") || k.includes("unexpected"));
+const breaches = [...Object.keys(counts), ...Object.keys(h2Counts)].filter(
+  (k) => k.includes("BREACH") || k.includes("unexpected") || k.includes("error"),
+);
 const passed =
   alive &&
   finalStatus === 200 &&
   rssEnd - rssStart < RSS_GROWTH_MB &&
   fdEnd - Math.min(fdStart, fdBeforeTraffic) <= FD_GROWTH &&
   breaches.length === 0 &&
-  wellFormed.ok > 0;
+  wellFormed.ok > 0 &&
+  tlsAlive &&
+  h2FinalStatus === 200 &&
+  tlsRssEnd - tlsRssStart < RSS_GROWTH_MB &&
+  tlsFdEnd - Math.min(tlsFdStart, tlsFdBeforeTraffic) <= FD_GROWTH &&
+  h2WellFormed.ok > 0;
 if (breaches.length) console.log(`attacks that got through: ${breaches.join("; ")}`);
 console.log(passed ? "soak passed" : "soak FAILED");
 process.exit(passed ? 0 : 1);

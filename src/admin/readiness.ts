@@ -10,14 +10,35 @@ export interface Readiness {
   reason?: string;
 }
 
+/** Each upstream's targets in rotation and ejected (proxy/upstreams.ts). */
+export type UpstreamCounts = () => Iterable<[string, { healthy: number; ejected: number }]>;
+
 /**
  * Ready when a config is loaded and the store answers, or when no route fails closed anyway.
- * The reason names the store's address and what is wrong (store-errors.ts).
+ * The reason names the store's address and what is wrong (store-errors.ts), and each upstream
+ * with no healthy target. Such an upstream does not make the gateway unready: every instance
+ * sees the same targets, so taking this one out of rotation would not bring them back, and
+ * would take the 429s and every other upstream's routes with it.
  */
 export async function readiness(
   rt: Runtime,
   store: Pick<Health, "ping">,
   describe: (err: unknown) => string = (err) => new StoreErrors(storeAddress(rt.store)).describe(err),
+  upstreams: UpstreamCounts = () => [],
+): Promise<Readiness> {
+  const stored = await storeReadiness(rt, store, describe);
+  const down: string[] = [];
+  for (const [name, { healthy, ejected }] of upstreams())
+    if (healthy === 0) down.push(`upstream "${name}" has no healthy target (${ejected} ejected)`);
+  if (down.length === 0) return stored;
+  const reason = [stored.reason, ...down].filter((r) => r !== undefined).join("; ");
+  return { ready: stored.ready, reason };
+}
+
+async function storeReadiness(
+  rt: Runtime,
+  store: Pick<Health, "ping">,
+  describe: (err: unknown) => string,
 ): Promise<Readiness> {
   const failsClosed = rt.routeList.some((r) => r.onFailure === "closed");
   try {

@@ -17,6 +17,7 @@ import { limitEndpoints } from "./endpoints/limits.js";
 import { metrics } from "./endpoints/metrics.js";
 import { healthz, readyz } from "./endpoints/probes.js";
 import { reloadConfig } from "./endpoints/reload.js";
+import type { UpstreamCounts } from "./readiness.js";
 import { replyProblem } from "./reply.js";
 import { createRouter, type Guard, type ParameterProblem, requestPath } from "./router.js";
 import { fromStoreDescribedBy } from "./store-failure.js";
@@ -36,6 +37,8 @@ export interface AdminDeps {
    * config's store address alone, without the cause of the last failed connection.
    */
   describeStoreError?: (err: unknown) => string;
+  /** Each upstream's healthy and ejected targets, for /readyz. */
+  upstreams?: UpstreamCounts | undefined;
   /** Where an unexpected error of an admin request is logged in full. */
   logger?: Pick<Logger, "error">;
 }
@@ -98,7 +101,7 @@ export function createAdminHandler(deps: AdminDeps) {
         contentType: deps.metrics.registry.contentType,
       })),
   );
-  const ready = readyz({ runtime, store, describeStoreError });
+  const ready = readyz({ runtime, store, describeStoreError, upstreams: deps.upstreams });
   const probes = createRouter({
     guard: getOrHeadOnly,
     logger,

@@ -37,6 +37,7 @@ export const EXACTLY_ONE = {
   store: ["url", "cluster", "sentinel"],
   "identity.jwt": ["secret", "public_key_file", "jwks_file"],
   "clients[]": ["key_sha256", "key"],
+  "upstreams.<name>": ["url", "targets"],
 } as const;
 
 /** Keys of which at least one must be given, as EXACTLY_ONE. */
@@ -117,6 +118,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
     has(config.plans, name) || invalid.names.plans.has(name) || invalid.sections.has("plans");
   if (upstreamNames.length === 0 && invalid.names.upstreams.size === 0 && !invalid.sections.has("upstreams"))
     add(["upstreams"], "at least one upstream is needed");
+  checkUpstreams(config, add);
 
   const routeNames = new Set<string>();
   config.routes.forEach((route, i) => {
@@ -131,6 +133,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
     }
   });
   checkRouteMatches(config, add, warn, didYouMean);
+  checkRouteRewrites(config, add, warn);
 
   const planNames = Object.keys(config.plans);
   const routeNameList = [...routeNames];
@@ -486,6 +489,50 @@ function checkRouteMatches(
 }
 
 /**
+ * `strip_prefix` and `rewrite` (routing/rewrite.ts): one of them, a prefix that is sent as it is
+ * written (a normalised path: the upstream gets exactly it), and something to replace.
+ */
+function checkRouteRewrites(config: CheckableConfig, add: Add, warn: Add) {
+  config.routes.forEach((route, i) => {
+    if (!route) return;
+    const at: PathSegment[] = ["routes", i];
+    const prefix = route.rewrite?.prefix;
+    if (route.strip_prefix && prefix !== undefined)
+      add(
+        [...at, "strip_prefix"],
+        "give strip_prefix or rewrite, not both: each replaces the matched prefix (rewrite: { prefix: / } strips it too)",
+      );
+    if (prefix !== undefined) {
+      const normalized = normalizeTarget(prefix);
+      const tidy = normalized.ok ? normalized.path.replace(/(.)\/+$/, "$1") : undefined;
+      if (!normalized.ok || normalized.query) {
+        add(
+          [...at, "rewrite", "prefix"],
+          `"${prefix}" is not a plain path (${normalized.ok ? "it has a query" : normalized.reason})`,
+        );
+      } else if (tidy !== prefix) {
+        add(
+          [...at, "rewrite", "prefix"],
+          `"${prefix}" is sent to the upstream as written, so it must be a normalised path without a trailing slash (dot segments resolved, "//" merged, ";parameters" dropped); write "${tidy}"`,
+        );
+      }
+    }
+    const match = normalizeTarget(route.match.path);
+    if (!match.ok || match.matchPath !== "/") return;
+    if (route.strip_prefix)
+      warn(
+        [...at, "strip_prefix"],
+        "this route's match.path is /: there is no prefix to strip, so strip_prefix does nothing",
+      );
+    if (prefix === "/")
+      warn(
+        [...at, "rewrite", "prefix"],
+        "this route's match.path is /: there is no prefix to replace, so rewrite.prefix / does nothing",
+      );
+  });
+}
+
+/**
  * A plan applies to a caller only through a client that names it, as the plan of callers without
  * a credential (`anonymous`), or through a JWT: its default_plan, or any plan when tokens carry a
  * plan claim. Any other plan is dead text that looks like a limit.
@@ -637,4 +684,64 @@ function checkStoreAndWorkers(config: CheckableConfig, invalid: Invalid, add: Ad
     }
   }
   checkJwt(config, invalid, add);
+}
+
+/** Says that a timeout of 1 s is the default, which an operator may not have written. */
+const upstreamHealthDefault = (ms: number) => (ms === 1000 ? ", the default" : "");
+
+/**
+ * Each upstream in the mapping form: one of url and targets; targets that differ only by their
+ * address (one scheme, one path: a request's path must not depend on which target serves it),
+ * each listed once; health checks that end before the next one is due.
+ */
+function checkUpstreams(config: CheckableConfig, add: Add) {
+  for (const [name, upstream] of Object.entries(config.upstreams)) {
+    if (typeof upstream === "string") continue;
+    const at: PathSegment[] = ["upstreams", name];
+    const given = EXACTLY_ONE["upstreams.<name>"].filter((k) => upstream[k] !== undefined);
+    if (given.length !== 1) {
+      add(
+        at,
+        given.length === 0
+          ? "an upstream needs url, or targets for several addresses"
+          : "give url or targets, not both: list the url among the targets",
+        given.length === 0 ? undefined : "url",
+      );
+    }
+    const seen = new Map<string, number>();
+    let first: URL | undefined;
+    upstream.targets?.forEach((target, i) => {
+      const written = typeof target === "string" ? target : target.url;
+      const where: PathSegment[] =
+        typeof target === "string" ? [...at, "targets", i] : [...at, "targets", i, "url"];
+      const url = new URL(written);
+      const path = url.pathname.replace(/\/+$/, "");
+      if (first === undefined) first = url;
+      else if (url.protocol !== first.protocol)
+        add(
+          where,
+          `every target of an upstream uses one scheme: this one is ${url.protocol.slice(0, -1)}, the first ${first.protocol.slice(0, -1)}`,
+        );
+      else if (path !== first.pathname.replace(/\/+$/, ""))
+        add(
+          where,
+          `every target of an upstream has the same path, which requests are sent under: this one has "${path || "/"}", the first "${first.pathname.replace(/\/+$/, "") || "/"}"`,
+        );
+      const twice = seen.get(url.origin);
+      if (twice !== undefined)
+        add(where, `${url.origin} is already target ${twice}: list it once and give it a weight instead`);
+      else seen.set(url.origin, i);
+    });
+    const health = upstream.health;
+    if (health) {
+      if (health.interval === 0) add([...at, "health"], "interval must be longer than 0", "interval");
+      if (health.timeout === 0) add([...at, "health"], "timeout must be longer than 0", "timeout");
+      else if (health.interval > 0 && health.timeout > health.interval)
+        add(
+          [...at, "health"],
+          `a check's timeout (${health.timeout} ms${upstreamHealthDefault(health.timeout)}) must not be longer than the interval (${health.interval} ms) between checks`,
+          "timeout",
+        );
+    }
+  }
 }

@@ -13,6 +13,8 @@ import type { LimitSpec } from "../limits/spec.js";
 import { normalizeHostPattern } from "../routing/host.js";
 import { methodSet, RouteMatcher } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
+import { compileRewrite, type PathRewrite } from "../routing/rewrite.js";
+import { type ListenerTls, listenAddress } from "./listener-tls.js";
 import type { ClientConfig, Config, FailurePolicy, LimitConfig } from "./schema.js";
 
 export interface CompiledUpstream {
@@ -21,11 +23,41 @@ export interface CompiledUpstream {
   /** Path prefix of the upstream URL (without trailing slash), prepended to forwarded paths. */
   basePath: string;
   host: string;
+  /** The upstream's `timeout`: the deadline of its routes that do not set their own. */
   timeoutMs: number;
+  /**
+   * The pool's connect timeout: the longest of the upstream's `connect_timeout` and its routes'
+   * (0: none), so that no route waits less than it asked for. A route whose own is shorter
+   * enforces it per request (CompiledRoute.connectWaitMs): one pool per upstream keeps one set of
+   * connections, one `connections` cap and one view of the upstream's health for all its routes.
+   */
   connectTimeoutMs: number;
   connections: number;
-  /** Identity of the pool settings: a reload keeps a pool only if this is unchanged. */
+  /**
+   * Where requests go, balanced by weight (`targets`, or the one `url`). `origin` and `host`
+   * above are the first target's; `basePath` is every target's (checks.ts).
+   */
+  targets: readonly CompiledTarget[];
+  /** Active health checks (`health`); undefined: only what requests see (upstream/health.ts). */
+  health: { path: string; intervalMs: number; timeoutMs: number } | undefined;
+  /** `retries`: attempts on other targets for requests safe to repeat (routes may override it). */
+  retries: number;
+  /**
+   * Identity of the upstream's targets, weights, health checks and pool settings: a reload keeps
+   * the upstream's balancer and health only if this is unchanged (and each target's pool and
+   * health when its `key` is).
+   */
   poolKey: string;
+}
+
+export interface CompiledTarget {
+  /** scheme://host:port */
+  origin: string;
+  /** host:port, sent as the Host header to this target. */
+  host: string;
+  weight: number;
+  /** Identity of its connection pool's settings. */
+  key: string;
 }
 
 export interface CompiledRoute {
@@ -35,6 +67,8 @@ export interface CompiledRoute {
   /** match.host as routing/host.ts spells it (`api.example.com`, `*.example.com`); null: every host. */
   host: string | null;
   upstream: CompiledUpstream;
+  /** `retries`, else its upstream's: attempts on other targets for requests safe to repeat. */
+  retries: number;
   /** `routes[].by`: how the plans' limits of this route are keyed unless their own `by` says. */
   by: LimitScope;
   /** `routes[].limits`, named `<route>.<name>`: every caller's, whatever its plan. */
@@ -52,6 +86,18 @@ export interface CompiledRoute {
   maxBody: number | undefined;
   /** Remove the credential the caller was identified by before the upstream (Kong's name). */
   hideCredentials: boolean;
+  /** Deadline of the whole upstream exchange (route `timeout`, else the upstream's); 0: none. */
+  timeoutMs: number;
+  /** The route's `connect_timeout`, else the upstream's (0: none): what its failures report. */
+  connectTimeoutMs: number;
+  /**
+   * connectTimeoutMs when it is shorter than the pool's, which then does not bound it: timed
+   * per request from dispatch to its connection (proxy/exchange-deadline.ts). Undefined: the
+   * pool's connect timeout is the route's.
+   */
+  connectWaitMs: number | undefined;
+  /** strip_prefix / rewrite (routing/rewrite.ts); null: the normalised path is sent as it is. */
+  rewrite: PathRewrite | null;
 }
 
 export interface CompiledPlan {
@@ -77,6 +123,8 @@ export interface Runtime {
   readonly file: string;
   /** The JWT key file the config names, watched and re-read with the config. */
   readonly keyFile: string | undefined;
+  /** The proxy listener: its address, and the certificate it serves (watched like keyFile). */
+  readonly listen: { readonly address: string; readonly tls: ListenerTls | undefined };
   readonly version: string;
   readonly loadedAt: Date;
   readonly routes: RouteMatcher<CompiledRoute>;
@@ -127,22 +175,92 @@ export function compileLimit(name: string, limit: LimitConfig): LimitSpec | null
   return limit.shadow ? { ...spec, shadow: true } : spec;
 }
 
-function compileUpstream(name: string, value: Config["upstreams"][string]): CompiledUpstream {
-  const long =
-    typeof value === "string"
-      ? { url: value, timeout: 30_000, connect_timeout: 2000, connections: 128 }
-      : value;
-  const url = new URL(long.url);
+const UPSTREAM_DEFAULTS = { timeout: 30_000, connect_timeout: 2000, connections: 128 };
+
+/** An upstream's settings with the short form's defaults filled in. */
+function longUpstream(value: Config["upstreams"][string]) {
+  return typeof value === "string" ? { url: value, ...UPSTREAM_DEFAULTS } : value;
+}
+
+/** A connect timeout as a length: 0 is none, longer than any other. */
+const connectLength = (ms: number) => (ms === 0 ? Number.POSITIVE_INFINITY : ms);
+
+/**
+ * Each upstream's pool connect timeout: the longest its routes and itself ask for (0 if any asks
+ * for none). undici sets it per pool, so the pool must allow the longest; shorter ones are timed
+ * per request (CompiledRoute.connectWaitMs).
+ */
+function poolConnectTimeouts(config: Config): Map<string, number> {
+  const longest = new Map<string, number>();
+  for (const [name, value] of Object.entries(config.upstreams))
+    longest.set(name, longUpstream(value).connect_timeout);
+  for (const route of config.routes) {
+    const current = longest.get(route.upstream);
+    if (current === undefined || route.connect_timeout === undefined) continue;
+    if (connectLength(route.connect_timeout) > connectLength(current))
+      longest.set(route.upstream, route.connect_timeout);
+  }
+  return longest;
+}
+
+function compileUpstream(
+  name: string,
+  value: Config["upstreams"][string],
+  poolConnectTimeout: number,
+): CompiledUpstream {
+  const long = longUpstream(value);
+  const written = writtenTargets(value);
+  const url = new URL(written[0]!.url);
   const basePath = url.pathname.replace(/\/+$/, "");
+  const targets = written.map((t): CompiledTarget => {
+    const at = new URL(t.url);
+    return {
+      origin: at.origin,
+      host: at.host,
+      weight: t.weight,
+      key: JSON.stringify([at.origin, poolConnectTimeout, long.connections]),
+    };
+  });
+  const health =
+    typeof value === "string" || value.health === undefined
+      ? undefined
+      : { path: value.health.path, intervalMs: value.health.interval, timeoutMs: value.health.timeout };
   return {
     name,
     origin: url.origin,
     basePath,
     host: url.host,
     timeoutMs: long.timeout,
-    connectTimeoutMs: long.connect_timeout,
+    connectTimeoutMs: poolConnectTimeout,
     connections: long.connections,
-    poolKey: JSON.stringify([url.origin, long.connect_timeout, long.connections]),
+    targets,
+    health,
+    retries: typeof value === "string" ? 0 : value.retries,
+    poolKey: JSON.stringify([targets.map((t) => [t.key, t.weight]), health]),
+  };
+}
+
+/** An upstream's targets as written: `targets`, else its one `url` (checks.ts: exactly one). */
+export function writtenTargets(value: Config["upstreams"][string]): { url: string; weight: number }[] {
+  if (typeof value === "string") return [{ url: value, weight: 1 }];
+  if (value.targets) return value.targets.map((t) => (typeof t === "string" ? { url: t, weight: 1 } : t));
+  return [{ url: value.url!, weight: 1 }];
+}
+
+/** A route's timeouts: its own, else its upstream's (see CompiledRoute). */
+function routeTimeouts(
+  route: Config["routes"][number],
+  upstream: CompiledUpstream,
+  written: ReturnType<typeof longUpstream>,
+): Pick<CompiledRoute, "timeoutMs" | "connectTimeoutMs" | "connectWaitMs"> {
+  const connectTimeoutMs = route.connect_timeout ?? written.connect_timeout;
+  return {
+    timeoutMs: route.timeout ?? upstream.timeoutMs,
+    connectTimeoutMs,
+    connectWaitMs:
+      connectLength(connectTimeoutMs) < connectLength(upstream.connectTimeoutMs)
+        ? connectTimeoutMs
+        : undefined,
   };
 }
 
@@ -334,10 +452,20 @@ function cidrSet(list: readonly string[]): CidrSet {
 
 export function compileRuntime(
   config: Config,
-  meta: { file: string; version: string; jwt?: JwtVerifier | undefined; keyFile?: string | undefined },
+  meta: {
+    file: string;
+    version: string;
+    jwt?: JwtVerifier | undefined;
+    keyFile?: string | undefined;
+    tls?: ListenerTls | undefined;
+  },
 ): Runtime {
+  const poolConnect = poolConnectTimeouts(config);
   const upstreams = new Map(
-    Object.entries(config.upstreams).map(([name, u]) => [name, compileUpstream(name, u)]),
+    Object.entries(config.upstreams).map(([name, u]) => [
+      name,
+      compileUpstream(name, u, poolConnect.get(name)!),
+    ]),
   );
   const fraction = config.store.local_fraction;
   const keyed = keyedNames(config);
@@ -345,12 +473,14 @@ export function compileRuntime(
     const normalized = normalizeTarget(r.match.path);
     if (!normalized.ok) throw new Error(`route ${r.name} passed validation with a bad path`);
     const reads = keyed(r);
+    const upstream = upstreams.get(r.upstream)!;
     return {
       name: r.name,
       matchPrefix: normalized.matchPath,
       methods: methodSet(r.match.methods),
       host: r.match.host === undefined ? null : normalizeHostPattern(r.match.host),
-      upstream: upstreams.get(r.upstream)!,
+      upstream,
+      retries: r.retries ?? upstream.retries,
       by: r.by ?? "caller",
       limits: compileRouteLimits(r.name, r.limits, fraction),
       keyedHeaders: reads.headers,
@@ -359,6 +489,8 @@ export function compileRuntime(
       onFailure: r.on_failure ?? config.store.on_failure,
       maxBody: r.max_body,
       hideCredentials: r.hide_credentials,
+      ...routeTimeouts(r, upstream, longUpstream(config.upstreams[r.upstream]!)),
+      rewrite: compileRewrite(normalized.matchPath, r.strip_prefix, r.rewrite?.prefix),
     };
   });
 
@@ -381,6 +513,7 @@ export function compileRuntime(
     config,
     file: meta.file,
     keyFile: meta.keyFile,
+    listen: { address: listenAddress(config.listen), tls: meta.tls },
     version: meta.version,
     loadedAt: new Date(),
     routes: new RouteMatcher(routeList),

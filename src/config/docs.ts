@@ -53,12 +53,19 @@ const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
   window: "duration",
   cooldown: "duration",
   clock_tolerance: "duration",
+  interval: "duration",
   max_body: "size",
   error_rate: "percentage",
 };
 
+/** Top-level keys written as a string or a mapping, whose mapping keys are listed too. */
+const MAPPING_FORMS = new Set(["listen"]);
+
 /** An example for every key that has no default to show. */
 const EXAMPLES: Record<string, string> = {
+  "listen.address": "0.0.0.0:8443",
+  "listen.tls.cert_file": "tls/server.crt",
+  "listen.tls.key_file": "tls/server.key",
   workers: "1",
   "store.url": "redis://redis:6379",
   "store.cluster": "[redis://10.0.0.1:7000, redis://10.0.0.2:7000]",
@@ -68,6 +75,8 @@ const EXAMPLES: Record<string, string> = {
   "upstreams.<name>.url": "http://api.internal:8080",
   "upstreams.<name>.timeout": "30s",
   "upstreams.<name>.connect_timeout": "2s",
+  "upstreams.<name>.targets": "[http://10.0.0.1:8080, { url: http://10.0.0.2:8080, weight: 2 }]",
+  "upstreams.<name>.health.path": "/healthz",
   "identity.jwt.clock_tolerance": "5s",
   "identity.jwt.secret": "${JWT_SECRET}",
   "identity.jwt.public_key_file": "keys/jwt.pem",
@@ -94,8 +103,12 @@ const EXAMPLES: Record<string, string> = {
   "routes[].match.host": "api.example.com",
   "routes[].match.methods": "[POST]",
   "routes[].upstream": "llm",
+  "routes[].retries": "2",
   "routes[].by": "ip",
   "routes[].max_body": "1mb",
+  "routes[].timeout": "2m",
+  "routes[].connect_timeout": "250ms",
+  "routes[].rewrite.prefix": "/billing",
   "routes[].on_failure": "closed",
   "deny.ips": "[192.0.2.0/24]",
   "deny.clients": "[leaked-client]",
@@ -307,6 +320,11 @@ export function configReference(schema: JsonSchema): string {
       return;
     }
     leaf(out, key, s, condition, defaults);
+    // `listen`: a string or a mapping, whose keys get rows of their own.
+    if (MAPPING_FORMS.has(key) && s.anyOf) {
+      for (const option of s.anyOf)
+        if (option.properties) walk(out, option, key, "yes, in the mapping form", defaults);
+    }
   };
   walk(rows, schema, "", null, root);
   if (missing.length) throw new Error(`config reference: give an example for ${missing.join(", ")}`);

@@ -15,6 +15,7 @@ import { JwtVerifier } from "../identity/jwt.js";
 import { checkConfig, type PathProblem } from "./checks.js";
 import { type PathSegment, PositionedDocument } from "./document.js";
 import { substituteEnv } from "./env.js";
+import { type ListenerTls, loadListenerTls } from "./listener-tls.js";
 import { type ConfigProblem, suggest } from "./problems.js";
 import { salvage } from "./salvage.js";
 import { type Config, configSchema } from "./schema.js";
@@ -30,6 +31,8 @@ export type LoadResult =
       keyFile?: string;
       /** That file's text, when asked for (a load on another thread sends it back). */
       keyText?: string;
+      /** The listener's certificate and key (listen.tls), read and checked against each other. */
+      tls?: ListenerTls;
       /** Problems that do not stop the file being used, in file order; log them. */
       warnings: ConfigProblem[];
     }
@@ -100,20 +103,33 @@ export function loadConfigText(
   if (!parsed.success || errors.length) return { ok: false, problems: sortProblems(errors), warnings };
 
   const jwt = loadJwtVerifier(parsed.data, file);
-  if (!jwt.ok) return { ok: false, problems: [doc.problem(jwt.path, jwt.message)], warnings };
-  // The version covers the key file too: rotating a JWKS is a change that a reload applies,
-  // even when the YAML is unchanged.
+  const tls = loadListenerTls(parsed.data, file);
+  if (!jwt.ok || !tls.ok) {
+    const problems: ConfigProblem[] = [];
+    if (!jwt.ok) problems.push(doc.problem(jwt.path, jwt.message));
+    if (!tls.ok) problems.push(doc.problem(["listen", "tls", tls.key], tls.message));
+    return { ok: false, problems: sortProblems(problems), warnings };
+  }
+  // The version covers the key file and the listener's certificate too: rotating a JWKS or a
+  // certificate is a change that a reload applies, even when the YAML is unchanged.
   const version = createHash("sha256").update(source);
   if (jwt.keyText !== undefined) version.update("\0").update(jwt.keyText);
+  if (tls.tls) version.update("\0").update(tls.tls.cert).update("\0").update(tls.tls.key);
+  const certWarnings = tls.warnings.map((w) => {
+    const problem = doc.problem(["listen", "tls", w.key], w.message);
+    problem.severity = "warning";
+    return problem;
+  });
   const loaded: LoadResult = {
     ok: true,
     config: parsed.data,
     file,
     version: version.digest("hex"),
     jwt: jwt.verifier,
-    warnings,
+    warnings: certWarnings.length ? sortProblems([...warnings, ...certWarnings]) : warnings,
   };
   if (jwt.keyFile !== undefined) loaded.keyFile = jwt.keyFile;
+  if (tls.tls) loaded.tls = tls.tls;
   if (withKeyText && jwt.keyText !== undefined) loaded.keyText = jwt.keyText;
   return loaded;
 }
@@ -203,6 +219,7 @@ export type TransferableLoad =
       version: string;
       keyFile?: string;
       keyText?: string;
+      tls?: ListenerTls;
       warnings: ConfigProblem[];
     }
   | { ok: false; problems: ConfigProblem[]; warnings: ConfigProblem[] };
@@ -223,6 +240,7 @@ export async function loadForTransfer(
   };
   if (loaded.keyFile !== undefined) out.keyFile = loaded.keyFile;
   if (loaded.keyText !== undefined) out.keyText = loaded.keyText;
+  if (loaded.tls !== undefined) out.tls = loaded.tls;
   return out;
 }
 
@@ -277,6 +295,7 @@ export async function loadConfigFileOffThread(
     warnings: transferred.warnings,
   };
   if (transferred.keyFile !== undefined) loaded.keyFile = transferred.keyFile;
+  if (transferred.tls !== undefined) loaded.tls = transferred.tls;
   return loaded;
 }
 
@@ -350,7 +369,7 @@ function issueProblems(doc: PositionedDocument, issue: z.core.$ZodIssue): Config
       doc.problem(
         path,
         path[0] === "upstreams"
-          ? "expected a URL string or a mapping with url, timeout, connect_timeout, connections"
+          ? "expected a URL string or a mapping with url or targets, timeout, connect_timeout, connections"
           : issue.message,
       ),
     ];

@@ -16,7 +16,10 @@ export interface RestartSplit {
 export function splitRestartOnly(current: Config, next: Config): RestartSplit {
   const restartRequired: string[] = [];
   const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
-  if (!same(current.listen, next.listen)) restartRequired.push("listen");
+  // The listener's address and whether it speaks TLS need a new socket; its certificate files
+  // do not (a reload serves the new pair on new connections).
+  const sameListener = same(listenerShape(current.listen), listenerShape(next.listen));
+  if (!sameListener) restartRequired.push("listen");
   if (!same(current.admin.listen, next.admin.listen)) restartRequired.push("admin.listen");
   if (!same(current.workers, next.workers)) restartRequired.push("workers");
   const store = { ...next.store };
@@ -28,11 +31,17 @@ export function splitRestartOnly(current: Config, next: Config): RestartSplit {
   return {
     config: {
       ...next,
-      listen: current.listen,
+      listen: sameListener ? next.listen : current.listen,
       workers: current.workers,
       admin: { ...next.admin, listen: current.admin.listen },
       store,
     },
     restartRequired,
   };
+}
+
+function listenerShape(listen: Config["listen"]): { address: string; tls: boolean } {
+  return typeof listen === "string"
+    ? { address: listen, tls: false }
+    : { address: listen.address, tls: listen.tls !== undefined };
 }

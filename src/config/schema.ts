@@ -22,6 +22,43 @@ const hostPort = () =>
     )
     .describe("host:port to listen on");
 
+/**
+ * The proxy's listener: `host:port` (cleartext HTTP/1.1), or a mapping whose `tls` serves HTTPS
+ * with ALPN offering h2 and http/1.1 (gateway/tls.ts). The files are read, checked against each
+ * other and watched by the loader, like the JWT key file.
+ */
+const listenSchema = z
+  .union(
+    [
+      hostPort(),
+      z.strictObject({
+        address: hostPort(),
+        tls: z
+          .strictObject({
+            cert_file: z
+              .string()
+              .min(1)
+              .describe(
+                "PEM certificate chain, the server's certificate first; relative to the config file; reloaded when it changes",
+              ),
+            key_file: z
+              .string()
+              .min(1)
+              .describe("PEM private key of that certificate (unencrypted); relative to the config file"),
+          })
+          .optional()
+          .describe("serve HTTPS: ALPN offers h2 and http/1.1, both limited alike"),
+      }),
+    ],
+    {
+      error:
+        "expected host:port such as 0.0.0.0:8080, or a mapping { address, tls: { cert_file, key_file } }",
+    },
+  )
+  .describe(
+    "host:port to listen on (cleartext HTTP/1.1), or { address, tls } to serve HTTPS with HTTP/2 and HTTP/1.1",
+  );
+
 const failurePolicy = z
   .enum(["open", "closed", "local"])
   .describe(
@@ -94,10 +131,61 @@ export const limitSchema = z
   )
   .describe("one limit");
 
+const upstreamUrl = () => z.url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" });
+
+const upstreamTarget = z.union([
+  upstreamUrl(),
+  z.strictObject({
+    url: upstreamUrl(),
+    weight: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .default(1)
+      .describe("this target's share of the requests, against the others' weights (default 1)"),
+  }),
+]);
+
 const upstreamLong = z.strictObject({
-  url: z.url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" }),
-  timeout: duration().default(30_000).describe("whole-response timeout (default 30s)"),
-  connect_timeout: duration().default(2000).describe("TCP/TLS connect timeout (default 2s)"),
+  url: upstreamUrl().optional().describe("the upstream's address; give targets instead for several"),
+  targets: z
+    .array(upstreamTarget)
+    .min(1, "list at least one target")
+    .optional()
+    .describe(
+      "several addresses of one upstream, each a URL or { url, weight } (weight 1 to 1000, default 1), balanced per request by weight; all share scheme and path",
+    ),
+  health: z
+    .strictObject({
+      path: z
+        .string({ error: "expected a path such as /healthz" })
+        .startsWith("/", "a health check path starts with /")
+        .describe(
+          "active health checks: GET of this path on each target every interval, passing on a 2xx within timeout; two failed in a row take the target out of rotation until one passes",
+        ),
+      interval: duration().default(5000).describe("time between two checks of a target (default 5s)"),
+      timeout: duration().default(1000).describe("a check with no answer within this fails (default 1s)"),
+    })
+    .optional()
+    .describe("active health checks (default: none; requests that fail to reach a target eject it anyway)"),
+  retries: z
+    .number()
+    .int()
+    .min(0)
+    .max(10)
+    .default(0)
+    .describe(
+      "attempts on other targets after a failure, for requests safe to repeat (idempotent, or never sent); a route's retries overrides it (default 0)",
+    ),
+  timeout: duration()
+    .default(30_000)
+    .describe(
+      "deadline for the whole response, head and body, counted from when the request is sent on (default 30s; 0: none); a route's timeout overrides it",
+    ),
+  connect_timeout: duration()
+    .default(2000)
+    .describe("TCP/TLS connect timeout (default 2s; 0: none); a route's connect_timeout overrides it"),
   connections: z
     .number()
     .int()
@@ -106,10 +194,7 @@ const upstreamLong = z.strictObject({
     .describe("pooled connections to this upstream (default 128)"),
 });
 
-export const upstreamSchema = z.union([
-  z.url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" }),
-  upstreamLong,
-]);
+export const upstreamSchema = z.union([upstreamUrl(), upstreamLong]);
 
 const cidr = z.string({ error: "expected an address or CIDR such as 10.0.0.0/8" });
 
@@ -219,6 +304,13 @@ export const routeSchema = z.strictObject({
       .describe("only these methods (default: all)"),
   }),
   upstream: z.string().min(1).describe("one of upstreams"),
+  retries: z
+    .number()
+    .int()
+    .min(0)
+    .max(10)
+    .optional()
+    .describe("overrides the upstream's retries for this route's requests"),
   by: z
     .enum(["ip", "tenant"])
     .optional()
@@ -244,6 +336,33 @@ export const routeSchema = z.strictObject({
     .describe(
       "remove the credential the caller was identified by (API key header, Authorization: Bearer) before the upstream (default false)",
     ),
+  timeout: duration()
+    .optional()
+    .describe(
+      "this route's deadline for the whole upstream response, head and body (0: none); overrides the upstream's timeout for this route only",
+    ),
+  connect_timeout: duration()
+    .optional()
+    .describe(
+      "how long this route's requests wait for a connection to the upstream (0: no limit); overrides the upstream's connect_timeout for this route only",
+    ),
+  strip_prefix: z
+    .boolean()
+    .default(false)
+    .describe(
+      "drop the matched match.path prefix before the upstream (/v1/billing/x is sent as /x); the query string is kept (default false)",
+    ),
+  rewrite: z
+    .strictObject({
+      prefix: z
+        .string({ error: "expected a path such as /billing" })
+        .startsWith("/", "rewrite.prefix is a path: it starts with /")
+        .describe("sent in place of the matched match.path prefix (/v1/billing/x is sent as /billing/x)"),
+    })
+    .optional()
+    .describe(
+      "replace the matched path prefix before the upstream; the query string is kept, the route and its limits are unchanged",
+    ),
 });
 
 export const planSchema = z.strictObject({
@@ -254,7 +373,7 @@ export const planSchema = z.strictObject({
 
 export const configSchema = z
   .strictObject({
-    listen: hostPort().default("0.0.0.0:8080"),
+    listen: listenSchema.default("0.0.0.0:8080"),
     workers: z
       .union([z.number().int().min(1), z.literal("auto")])
       .default(1)

@@ -6,6 +6,7 @@ import type { AddressInfo, Socket } from "node:net";
 import type { Logger } from "pino";
 import { createAdminHandler } from "../admin/server.js";
 import type { Runtime } from "../config/compile.js";
+import type { ListenerTls } from "../config/listener-tls.js";
 import { loadConfigFile } from "../config/load.js";
 import { ConfigError, formatProblem } from "../config/problems.js";
 import { AuthFailureThrottle } from "../identity/auth-failures.js";
@@ -19,9 +20,10 @@ import { UpstreamPools } from "../proxy/upstreams.js";
 import { Generations } from "./generation.js";
 import {
   createAdminServer,
-  createProxyServer,
+  createProxyListener,
   listen,
   PROXY_SERVER_OPTIONS,
+  type ProxyListener,
   type ProxyServerOptions,
   targetsOf,
   urlOf,
@@ -60,7 +62,8 @@ export class Gateway {
   private readonly storeErrors: StoreErrors;
   /** The local fallback store outlives reloads: an outage does not restart its counting. */
   private readonly localStore = createLocalFallbackStore();
-  private readonly pools = new UpstreamPools();
+  /** Each upstream's targets, their pools and health; outlive reloads (proxy/upstreams.ts). */
+  private readonly pools: UpstreamPools;
   /** The runtime and its limiter, swapped whole by one assignment on reload. */
   private readonly generations: Generations;
   private readonly inFlight = { count: 0 };
@@ -85,13 +88,18 @@ export class Gateway {
     },
   );
   private readonly sustainedSweep = setInterval(() => this.sustained.sweep(Date.now()), 1000).unref();
-  private proxyServer: Server | undefined;
+  private proxyServer: ProxyListener | undefined;
+  /** The certificate the proxy listener serves (listen.tls), replaced by a reload that changes it. */
+  private servedTls: ListenerTls | undefined;
   private adminServer: Server | undefined;
   proxyAddress: AddressInfo | undefined;
   adminAddress: AddressInfo | undefined;
 
   private constructor(runtime: Runtime, logger: Logger, options: GatewayOptions) {
     this.logger = logger;
+    this.pools = new UpstreamPools({ logger, metrics: this.metrics });
+    // Built now, not at the first request: the health checks start with the gateway.
+    this.pools.retain(runtime.upstreams);
     // The store's address cannot change without a restart (config/restart.ts).
     this.storeErrors = new StoreErrors(storeAddress(runtime.store));
     this.store = createStore(runtime, logger, this.metrics, this.storeErrors);
@@ -102,7 +110,10 @@ export class Gateway {
       metrics: this.metrics,
       logger,
       env: options.env ?? process.env,
-      onReload: options.onReload,
+      onReload: (result) => {
+        this.applyCertificate();
+        options.onReload?.(result);
+      },
     });
   }
 
@@ -157,8 +168,10 @@ export class Gateway {
         sustained: this.sustained,
         tunnels: this.tunnels,
         authFailures: this.authFailures,
+        scheme: generations.current.runtime.listen.tls ? "https" : "http",
       });
-      this.proxyServer = createProxyServer(serverOptions, pipeline);
+      this.servedTls = generations.current.runtime.listen.tls;
+      this.proxyServer = createProxyListener(serverOptions, pipeline, this.servedTls, this.logger);
     }
     if (role !== "worker") {
       const admin = createAdminHandler({
@@ -169,24 +182,29 @@ export class Gateway {
         metricsText,
         reload: () => this.reload("admin"),
         describeStoreError: (err) => this.storeErrors.describe(err),
+        upstreams: () => this.pools.counts(),
         logger: this.logger,
       });
       this.adminServer = createAdminServer(admin);
     }
     const config = generations.current.runtime.config;
+    const tls = generations.current.runtime.listen.tls;
     try {
-      if (this.proxyServer) this.proxyAddress = await listen(this.proxyServer, config.listen);
+      if (this.proxyServer)
+        this.proxyAddress = await listen(this.proxyServer.server, generations.current.runtime.listen.address);
       if (this.adminServer) this.adminAddress = await listen(this.adminServer, config.admin.listen);
     } catch (err) {
       this.proxyServer?.close();
       this.adminServer?.close();
       await this.store.close();
+      await this.pools.destroy();
       throw err;
     }
     const runtime = generations.current.runtime;
     this.logger.info(
       {
-        proxy: this.proxyAddress ? urlOf(this.proxyAddress) : undefined,
+        proxy: this.proxyAddress ? urlOf(this.proxyAddress, this.proxyServer?.secure) : undefined,
+        ...(tls && this.proxyServer ? { tls: certificateOf(tls) } : {}),
         admin: this.adminAddress ? urlOf(this.adminAddress) : undefined,
         store: this.store.kind,
         ...targetsOf(runtime),
@@ -198,6 +216,28 @@ export class Gateway {
       // With workers, the primary says "tollgate listening" once all of them are.
       role === "all" ? "tollgate listening" : `${role} listening`,
     );
+  }
+
+  /**
+   * After a reload: the listener serves the certificate the new runtime was loaded with, if it
+   * changed (connections already open keep theirs). The loader refused a pair that cannot
+   * serve, so this one can.
+   */
+  private applyCertificate(): void {
+    const tls = this.generations.current.runtime.listen.tls;
+    const listener = this.proxyServer;
+    const served = this.servedTls;
+    if (!tls || !listener?.useCertificate || (tls.cert === served?.cert && tls.key === served.key)) return;
+    try {
+      listener.useCertificate(tls);
+      this.servedTls = tls;
+      this.logger.info({ tls: certificateOf(tls) }, "listener certificate reloaded");
+    } catch (err) {
+      this.logger.error(
+        { err: (err as Error).message, cert_file: tls.certFile },
+        "listener certificate not reloaded; the previous one keeps serving",
+      );
+    }
   }
 
   /**
@@ -231,4 +271,9 @@ export class Gateway {
     this.logger.info({ cut }, "tollgate stopped");
     return cut;
   }
+}
+
+/** The served certificate in the logs: which file, which certificate, until when. */
+function certificateOf(tls: ListenerTls): { cert_file: string; fingerprint: string; not_after: string } {
+  return { cert_file: tls.certFile, fingerprint: tls.fingerprint, not_after: tls.notAfter };
 }

@@ -24,9 +24,12 @@ import {
 /** Editors and ConfigMap updates touch a file several times in a burst: wait for quiet. */
 const WATCH_DEBOUNCE_MS = 200;
 
-/** The files a runtime was loaded from: the config, and the JWT key file it names. */
+/** The files a runtime was loaded from: the config, the JWT key file and the listener's certificate. */
 function watchedFiles(rt: Runtime): string[] {
-  return rt.keyFile === undefined ? [rt.file] : [rt.file, rt.keyFile];
+  const files = [rt.file];
+  if (rt.keyFile !== undefined) files.push(rt.keyFile);
+  if (rt.listen.tls) files.push(rt.listen.tls.certFile, rt.listen.tls.keyFile);
+  return files;
 }
 
 export interface GenerationDeps {

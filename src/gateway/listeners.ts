@@ -1,12 +1,17 @@
-// The two listeners: the proxy's HTTP server with its limits against slow and oversized clients
-// and the pipeline wired to every event Node raises, the admin API's server, and the addresses
-// they bind and report on the start line.
+// The two listeners: the proxy's server (cleartext HTTP/1.1 here, or TLS with HTTP/2 and
+// HTTP/1.1 in tls.ts) with its limits against slow and oversized clients and the pipeline wired
+// to every event Node raises, the admin API's server, and the addresses they bind and report on
+// the start line.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import type { AddressInfo, Server as NetServer, Socket } from "node:net";
+import type { Logger } from "pino";
 import type { Runtime } from "../config/compile.js";
+import type { ListenerTls } from "../config/listener-tls.js";
 import { answerClientError } from "../http/client-error.js";
+import { MAX_REQUEST_HEADER_BYTES } from "../http/request-framing.js";
 import { storeAddress } from "../observability/store-errors.js";
 import type { createPipeline } from "../proxy/pipeline.js";
+import { createTlsProxyListener } from "./tls.js";
 
 export interface ProxyServerOptions {
   headersTimeout: number;
@@ -30,11 +35,46 @@ export const PROXY_SERVER_OPTIONS: ProxyServerOptions = {
   /** An idle keep-alive connection is closed after this. */
   keepAliveTimeout: 5000,
   connectionsCheckingInterval: 1000,
-  /** Larger header blocks are a 431. */
-  maxHeaderSize: 16 * 1024,
+  /** Larger header blocks are a 431 (HTTP/2: its SETTINGS_MAX_HEADER_LIST_SIZE, see tls.ts). */
+  maxHeaderSize: MAX_REQUEST_HEADER_BYTES,
   // Checked in the pipeline instead, so the 400 is a problem+json like every other.
   requireHostHeader: false,
 };
+
+/** What the gateway does with its proxy listener, cleartext or TLS alike. */
+export interface ProxyListener {
+  /** The server to bind. */
+  readonly server: NetServer;
+  readonly secure: boolean;
+  /** Stops accepting connections. */
+  close(): void;
+  /**
+   * Closes connections with nothing in flight; an HTTP/2 connection is told to open no more
+   * streams (GOAWAY) and closes after its last one. Called again and again during a shutdown.
+   */
+  closeIdleConnections(): void;
+  closeAllConnections(): void;
+  /** TLS: the certificate for new connections (open ones keep theirs). */
+  useCertificate?(tls: ListenerTls): void;
+}
+
+/** The proxy's listener: TLS (HTTP/2 and HTTP/1.1) when `tls` is given, else cleartext HTTP/1.1. */
+export function createProxyListener(
+  options: ProxyServerOptions,
+  pipeline: ReturnType<typeof createPipeline>,
+  tls: ListenerTls | undefined,
+  logger: Logger,
+): ProxyListener {
+  if (tls) return createTlsProxyListener(options, pipeline, tls, logger);
+  const server = createProxyServer(options, pipeline);
+  return {
+    server,
+    secure: false,
+    close: () => server.close(),
+    closeIdleConnections: () => server.closeIdleConnections(),
+    closeAllConnections: () => server.closeAllConnections(),
+  };
+}
 
 /** The proxy's server: every request, upgrade, 100-continue and CONNECT goes to the pipeline. */
 export function createProxyServer(
@@ -63,7 +103,7 @@ export function splitHostPort(listen: string): { host: string; port: number } {
 }
 
 /** Binds `server` to a `listen` setting; rejects with the bind error (EADDRINUSE, EACCES). */
-export function listen(server: Server, address: string): Promise<AddressInfo> {
+export function listen(server: NetServer, address: string): Promise<AddressInfo> {
   const { host, port } = splitHostPort(address);
   return new Promise((resolve, reject) => {
     server.once("error", reject);
@@ -74,9 +114,9 @@ export function listen(server: Server, address: string): Promise<AddressInfo> {
   });
 }
 
-export function urlOf(a: AddressInfo): string {
+export function urlOf(a: Pick<AddressInfo, "address" | "family" | "port">, secure = false): string {
   const host = a.family === "IPv6" ? `[${a.address}]` : a.address;
-  return `http://${host}:${a.port}`;
+  return `${secure ? "https" : "http"}://${host}:${a.port}`;
 }
 
 /**
@@ -85,6 +125,7 @@ export function urlOf(a: AddressInfo): string {
  */
 export function targetsOf(rt: Runtime): { store_address: string; upstreams: Record<string, string> } {
   const upstreams: Record<string, string> = {};
-  for (const u of rt.upstreams.values()) upstreams[u.name] = u.origin + u.basePath;
+  for (const u of rt.upstreams.values())
+    upstreams[u.name] = u.targets.map((t) => t.origin + u.basePath).join(", ");
   return { store_address: storeAddress(rt.store), upstreams };
 }

@@ -35,6 +35,7 @@ export function runtimeOf(loaded: Loaded, config: Config = loaded.config): Runti
     version: loaded.version,
     jwt: loaded.jwt,
     keyFile: loaded.keyFile,
+    tls: loaded.tls,
   });
 }
 

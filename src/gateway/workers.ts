@@ -7,7 +7,7 @@ import { availableParallelism } from "node:os";
 import { AggregatorRegistry } from "prom-client";
 import { ConfigError, formatProblem } from "../config/problems.js";
 import { Gateway } from "./gateway.js";
-import { targetsOf } from "./listeners.js";
+import { targetsOf, urlOf } from "./listeners.js";
 
 const RELOAD = "tollgate:reload";
 
@@ -73,11 +73,23 @@ export async function runPrimary(file: string, count: number): Promise<void> {
   let stopping = false;
 
   const fork = (): Worker => cluster.fork({ TOLLGATE_WORKER: "1" });
+  // Each worker serves TLS itself (listen.tls), with the certificate it loaded and reloads.
+  const tls = gateway.currentRuntime.listen.tls;
   const listening = new Promise<string>((resolve) => {
     let ready = 0;
     cluster.on("listening", (_worker, address) => {
       ready++;
-      if (ready === count) resolve(`http://${address.address ?? "127.0.0.1"}:${address.port}`);
+      if (ready === count)
+        resolve(
+          urlOf(
+            {
+              address: address.address ?? "127.0.0.1",
+              family: address.addressType === 6 ? "IPv6" : "IPv4",
+              port: address.port,
+            },
+            tls !== undefined,
+          ),
+        );
     });
   });
   cluster.on("exit", (worker, code, signal) => {
@@ -92,6 +104,9 @@ export async function runPrimary(file: string, count: number): Promise<void> {
       proxy,
       admin: `http://${gateway.adminAddress!.address}:${gateway.adminAddress!.port}`,
       workers: count,
+      ...(tls
+        ? { tls: { cert_file: tls.certFile, fingerprint: tls.fingerprint, not_after: tls.notAfter } }
+        : {}),
       store: gateway.currentStore.kind,
       ...targetsOf(gateway.currentRuntime),
     },

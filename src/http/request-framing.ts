@@ -12,6 +12,15 @@ import type { ProblemCode } from "./problem.js";
  */
 export const MAX_REQUEST_HEADERS = 100;
 
+/**
+ * Largest header block, in bytes: Node's HTTP/1.1 parser refuses a larger one (the listener's
+ * maxHeaderSize). HTTP/2 advertises it as SETTINGS_MAX_HEADER_LIST_SIZE, which Node enforces only
+ * once the client has acknowledged it, so the first requests of a connection could carry four
+ * times as much: an HTTP/2 request is measured here as RFC 9113 §6.5.2 counts (name, value and
+ * 32 bytes a field).
+ */
+export const MAX_REQUEST_HEADER_BYTES = 16 * 1024;
+
 export interface FramingProblem {
   code: ProblemCode;
   detail: string;
@@ -48,7 +57,11 @@ function hostName(authority: string): string {
 
 /**
  * Refusals, in the order checked:
- * - more than MAX_REQUEST_HEADERS fields: 431;
+ * - more than MAX_REQUEST_HEADERS fields (an HTTP/2 request's pseudo-headers are not fields:
+ *   gateway/h2-compat.ts leaves them out of its rawHeaders), or an HTTP/2 header block larger
+ *   than MAX_REQUEST_HEADER_BYTES: 431;
+ * - an HTTP/2 request with a connection-specific field, or whose Host names another host than
+ *   its `:authority` (H2_MALFORMED);
  * - a Transfer-Encoding whose last coding is not chunked (the body would run until the connection
  *   closes, read differently by every hop): 400;
  * - an HTTP/1.1 request without Host, or with two (RFC 9112 §3.2: 400); Node keeps the first and
@@ -70,6 +83,19 @@ export function framingProblem(
       code: "headers_too_large",
       detail: `the request has ${rawHeaders.length / 2} header fields; this gateway accepts at most ${MAX_REQUEST_HEADERS}`,
     };
+  }
+  if (httpVersionMajor === 2) {
+    let bytes = 0;
+    for (let i = 0; i < rawHeaders.length; i += 2)
+      bytes += rawHeaders[i]!.length + rawHeaders[i + 1]!.length + 32;
+    if (bytes > MAX_REQUEST_HEADER_BYTES) {
+      return {
+        code: "headers_too_large",
+        detail: `the request headers take ${bytes} bytes; this gateway accepts at most ${MAX_REQUEST_HEADER_BYTES}`,
+      };
+    }
+    const malformed = h2Malformed(headers);
+    if (malformed) return { code: "bad_request", detail: malformed };
   }
   const te = headers["transfer-encoding"];
   if (te !== undefined && !CHUNKED_LAST.test(te)) {
@@ -110,3 +136,27 @@ export function framingProblem(
 }
 
 const CHUNKED_LAST = /(?:^|,)[ \t]*chunked[ \t]*$/i;
+
+/** Fields that belong to an HTTP/1.1 connection and make an HTTP/2 request malformed. */
+const CONNECTION_SPECIFIC = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
+
+/**
+ * RFC 9113 §8.2.2 and §8.3.1. nghttp2 already resets a stream that carries a connection-specific
+ * field (and Node never shows it), so this is the gateway's own statement of the rule, kept for
+ * whatever HTTP/2 server is put in front of the pipeline next. `:authority` is the host: a Host
+ * field naming another would route by one and forward the other (X-Forwarded-Host).
+ */
+function h2Malformed(headers: IncomingHttpHeaders): string | null {
+  for (const name of CONNECTION_SPECIFIC) {
+    if (headers[name] !== undefined)
+      return `an HTTP/2 request cannot carry ${name}: it is a connection-specific field`;
+  }
+  const te = headers.te;
+  if (te !== undefined && te !== "trailers") return 'an HTTP/2 request\'s TE can only be "trailers"';
+  const authority = headers[":authority"];
+  const host = headers.host;
+  if (typeof authority === "string" && host !== undefined && hostName(authority) !== hostName(host)) {
+    return "the Host header names another host than the request's :authority";
+  }
+  return null;
+}

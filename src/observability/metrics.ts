@@ -29,6 +29,10 @@ export class Metrics {
   readonly upstreamDuration: LeanHistogram;
   readonly storeErrors: Counter<"reason">;
   readonly upstreamErrors: Counter<"upstream" | "reason">;
+  readonly upstreamEjections: Counter<"upstream">;
+  readonly upstreamRetries: Counter<"upstream" | "outcome">;
+  /** Targets per upstream and state, read when scraped (watchUpstreamTargets). */
+  private targetCounts: () => Iterable<[string, { healthy: number; ejected: number }]> = () => [];
   readonly configReloads: Counter<"result">;
   readonly breakerState: Gauge;
   readonly sustainedDenials: Gauge;
@@ -120,6 +124,41 @@ export class Metrics {
       labelNames: ["upstream", "reason"],
       registers: [this.registry],
     });
+    // Per upstream, never per target: a target's address is an unbounded label (targets come and
+    // go with deploys), and the log line of each ejection names it.
+    this.upstreamEjections = new Counter({
+      name: "tollgate_upstream_ejections_total",
+      help: "Targets taken out of rotation, by their failed requests or a failed health check.",
+      labelNames: ["upstream"],
+      registers: [this.registry],
+    });
+    this.upstreamRetries = new Counter({
+      name: "tollgate_upstream_retries_total",
+      help: "Retries on another target: success or failure of the retry, or not sent (budget_exhausted, no_target).",
+      labelNames: ["upstream", "outcome"],
+      registers: [this.registry],
+    });
+    const counts = () => this.targetCounts();
+    new Gauge({
+      name: "tollgate_upstream_targets",
+      help: "Targets of each upstream by state: healthy (in rotation) or ejected.",
+      labelNames: ["upstream", "state"],
+      registers: [this.registry],
+      // Across workers (each keeps its own health): the largest count any of them sees.
+      aggregator: "max",
+      collect() {
+        this.reset();
+        for (const [upstream, { healthy, ejected }] of counts()) {
+          this.labels(upstream, "healthy").set(healthy);
+          this.labels(upstream, "ejected").set(ejected);
+        }
+      },
+    });
+  }
+
+  /** Where tollgate_upstream_targets is read from when scraped. */
+  watchUpstreamTargets(source: () => Iterable<[string, { healthy: number; ejected: number }]>): void {
+    this.targetCounts = source;
   }
 
   private readonly upstreamChildren = new Map<string, LeanHistogramChild>();

@@ -85,6 +85,8 @@ export class RequestContext {
   readonly startedAt: number;
   /** A WebSocket handshake: tunnelled instead of forwarded once admitted. */
   readonly upgrade: UpgradeSocket | undefined;
+  /** The scheme the client spoke to the gateway: X-Forwarded-Proto unless a trusted proxy says. */
+  scheme: "http" | "https" = "http";
 
   /** The normalised path (logged), and the path + query sent upstream after its base path. */
   path = "";
@@ -123,6 +125,11 @@ export class RequestContext {
   /** How long a leaky bucket held the request before forwarding it. */
   queuedMs: number | undefined = undefined;
   upstreamMs: number | undefined = undefined;
+  /**
+   * Why the upstream exchange failed (stream.ts UpstreamFailure): the only record of a response
+   * cut after its head went out with its status (a deadline passed mid-body, a reset).
+   */
+  upstreamError: string | undefined = undefined;
   /** Set once the request is answered and counted, so nothing counts it twice. */
   done = false;
 

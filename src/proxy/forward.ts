@@ -6,6 +6,7 @@ import type { Socket } from "node:net";
 import type { Runtime } from "../config/compile.js";
 import { presentsCredential } from "../identity/caller.js";
 import type { AllowedDecision } from "../limits/decision.js";
+import { rewritePath } from "../routing/rewrite.js";
 import type { Admitted, ProxyEnv } from "./context.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
 import { responseHandler } from "./response-handlers.js";
@@ -27,6 +28,7 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
   const headers = upstreamRequestHeaders(req.rawHeaders, req.headers, {
     upstreamHost: upstream.host,
     peer: ctx.peer.text,
+    scheme: ctx.scheme,
     peerTrusted: ctx.peerTrusted,
     forwardedFor: ctx.forwardedFor,
     requestId: ctx.requestId,
@@ -38,16 +40,23 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
       plan: caller.plan?.name,
     },
   });
+  // The normalised path the route was matched on, rewritten for the upstream (strip_prefix,
+  // rewrite) under the upstream URL's own path; the limits keyed on the client's path already ran.
+  const path =
+    upstream.basePath + (route.rewrite ? rewritePath(ctx.path, route.rewrite) : ctx.path) + ctx.query;
   const upgrade = ctx.upgrade;
   if (upgrade) {
     tunnel({
       upstream,
+      targets: env.pools.get(upstream),
+      retries: route.retries,
       req,
       res,
       socket: upgrade.socket,
       handshake: upgrade.handshake,
       method: ctx.method,
-      path: upstream.basePath + ctx.pathAndQuery,
+      path,
+      route,
       headers,
       responseHeaders: ctx.responseHeaders,
       open: env.tunnels,
@@ -64,14 +73,16 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
     res.writeContinue();
   }
   streamUpstream({
-    pool: env.pools.get(upstream),
+    targets: env.pools.get(upstream),
+    retries: route.retries,
     upstream,
+    route,
     req,
     res,
     method: ctx.method,
-    path: upstream.basePath + ctx.pathAndQuery,
+    path,
     headers,
-    withBody: hasBody(req.headers),
+    withBody: hasBody(req),
     maxBody: route.maxBody,
     responseHeaders: ctx.responseHeaders,
     handler: responseHandler(env, ctx, decision, false),

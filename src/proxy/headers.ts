@@ -44,6 +44,8 @@ function foldsOntoOwned(lower: string, keyHeader: string): boolean {
 }
 
 export const VIA = "1.1 tollgate";
+/** RFC 9110 §7.6.3: the protocol a request was received with; HTTP/2's version is "2". */
+const VIA_H2 = "2 tollgate";
 
 function connectionTokens(value: string | string[] | undefined): Set<string> | null {
   // The usual values name only hop-by-hop headers, which are dropped anyway.
@@ -69,6 +71,8 @@ export interface ForwardingContext {
   upstreamHost: string;
   /** The socket peer, as text. */
   peer: string;
+  /** The scheme the client spoke to the gateway (default http): X-Forwarded-Proto. */
+  scheme?: "http" | "https" | undefined;
   /** Whether the peer is a trusted proxy whose X-Forwarded-Proto/-Host and client-address headers are kept. */
   peerTrusted: boolean;
   /**
@@ -113,10 +117,15 @@ export function upstreamRequestHeaders(
   const priorFor = ctx.forwardedFor;
   out.push("host", ctx.upstreamHost);
   out.push("x-forwarded-for", priorFor ? `${priorFor}, ${ctx.peer}` : ctx.peer);
-  out.push("x-forwarded-proto", (ctx.peerTrusted && single(headers["x-forwarded-proto"])) || "http");
+  out.push(
+    "x-forwarded-proto",
+    (ctx.peerTrusted && single(headers["x-forwarded-proto"])) || (ctx.scheme ?? "http"),
+  );
   const forwardedHost = (ctx.peerTrusted && single(headers["x-forwarded-host"])) || headers.host;
   if (forwardedHost) out.push("x-forwarded-host", forwardedHost);
-  out.push("via", headers.via ? `${headers.via}, ${VIA}` : VIA);
+  // An HTTP/2 request (its pseudo-headers are still in `headers`) was received as HTTP/2.
+  const via = headers[":method"] === undefined ? VIA : VIA_H2;
+  out.push("via", headers.via ? `${headers.via}, ${via}` : via);
   out.push("x-request-id", ctx.requestId);
   if (ctx.identity.client !== undefined) out.push("tollgate-client", ctx.identity.client);
   if (ctx.identity.tenant !== undefined) out.push("tollgate-tenant", ctx.identity.tenant);
@@ -144,9 +153,20 @@ export function clientResponseHeaders(upstream: IncomingHttpHeaders): Record<str
   return out;
 }
 
-/** A request carries a body if it says so; GET and HEAD usually do not, and then none is sent. */
-export function hasBody(headers: IncomingHttpHeaders): boolean {
+/**
+ * A request carries a body if it says so; GET and HEAD usually do not, and then none is sent. An
+ * HTTP/2 request says so by not ending its stream with its headers: Content-Length is optional
+ * there (RFC 9113 §8.1) and there is no Transfer-Encoding, so a body of unknown length would
+ * otherwise look like none and be dropped.
+ */
+export function hasBody(req: {
+  headers: IncomingHttpHeaders;
+  /** An HTTP/2 request's stream (Node's compatibility API). */
+  stream?: { endAfterHeaders: boolean };
+}): boolean {
+  const headers = req.headers;
   const length = headers["content-length"];
+  if (req.stream !== undefined) return !req.stream.endAfterHeaders && length !== "0";
   return headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
 }
 

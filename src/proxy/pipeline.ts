@@ -36,6 +36,8 @@ export interface PipelineDeps extends Omit<ProxyEnv, "clock"> {
   pools: UpstreamPools;
   /** Open WebSocket tunnels (client sockets), closed by a shutdown after its grace. */
   tunnels: Set<Socket>;
+  /** What the listener speaks: `https` for `listen.tls` (X-Forwarded-Proto). Default `http`. */
+  scheme?: "http" | "https";
   /** Default: Date.now and performance.now. */
   clock?: Clock;
 }
@@ -67,6 +69,7 @@ export function createPipeline(deps: PipelineDeps) {
       env.clock.monotonic(),
       upgrade,
     );
+    if (env.scheme === "https") ctx.scheme = "https";
     guarded(ctx, () => {
       const admission = admit(ctx, env);
       if (admission instanceof Promise) {

@@ -112,6 +112,7 @@ export function complete(env: RespondEnv, ctx: RequestContext): void {
       check_ms: ctx.checkMs,
       queued_ms: ctx.queuedMs,
       upstream_ms: ctx.upstreamMs,
+      upstream_error: ctx.upstreamError,
       duration_ms: roundMs(env.clock.monotonic() - ctx.startedAt),
     },
     "request",

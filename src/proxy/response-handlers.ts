@@ -36,6 +36,7 @@ export class EndRequest implements ForwardHandler {
     if (this.timed) env.metrics.observeUpstream(upstream, ms / 1000);
     if (result.failure) env.metrics.upstreamErrors.labels(upstream, result.failure).inc();
     ctx.upstreamMs = roundMs(ms);
+    ctx.upstreamError = result.failure;
     ctx.status = result.status;
     complete(env, ctx);
   }

@@ -3,10 +3,13 @@
 // and a client that goes away aborts the upstream request.
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
-import type { Dispatcher, Pool } from "undici";
-import type { CompiledUpstream } from "../config/compile.js";
+import type { Dispatcher } from "undici";
+import type { CompiledRoute, CompiledUpstream } from "../config/compile.js";
 import { type Problem, problemFor, sendProblem } from "../http/problem.js";
+import { startExchangeDeadline } from "./exchange-deadline.js";
 import { writeUpstreamHead } from "./headers.js";
+import { mayRetry, targetFailure } from "./retry.js";
+import type { UpstreamTargets } from "./upstreams.js";
 
 export type UpstreamFailure = "timeout" | "connect_timeout" | "refused" | "reset" | "error";
 
@@ -33,9 +36,16 @@ export interface ForwardHandler {
   onDone(result: ForwardResult): void;
 }
 
+/** What a failure's answer names, and what bounds the exchange (exchange-deadline.ts). */
+export type RouteTimeouts = Pick<CompiledRoute, "name" | "timeoutMs" | "connectTimeoutMs" | "connectWaitMs">;
+
 export interface ForwardRequest {
-  pool: Pool;
+  /** The upstream's targets: each attempt goes to the one they pick. */
+  targets: UpstreamTargets;
+  /** Attempts on other targets after a failure, for requests safe to repeat (retry.ts). */
+  retries: number;
   upstream: CompiledUpstream;
+  route: RouteTimeouts;
   req: IncomingMessage;
   res: ServerResponse;
   method: string;
@@ -72,28 +82,41 @@ async function* cappedBody(req: IncomingMessage, maxBody: number, onExceeded: ()
   }
 }
 
-const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+const TIMEOUT_CODES = new Set([
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+  "TOLLGATE_UPSTREAM_DEADLINE",
+]);
 
 export function classifyUpstreamError(err: unknown): UpstreamFailure {
   const code = (err as { code?: string }).code;
-  if (code === "UND_ERR_CONNECT_TIMEOUT") return "connect_timeout";
+  if (code === "UND_ERR_CONNECT_TIMEOUT" || code === "TOLLGATE_CONNECT_WAIT") return "connect_timeout";
   if (code && TIMEOUT_CODES.has(code)) return "timeout";
   if (code === "ECONNREFUSED") return "refused";
   if (code === "ECONNRESET" || code === "UND_ERR_SOCKET" || code === "EPIPE") return "reset";
   return "error";
 }
 
-export function upstreamProblem(failure: UpstreamFailure, upstream: CompiledUpstream): Problem {
+/** `route`: the timeouts that applied, the route's (without one: the upstream's own). */
+export function upstreamProblem(
+  failure: UpstreamFailure,
+  upstream: CompiledUpstream,
+  route?: RouteTimeouts,
+): Problem {
   switch (failure) {
     case "timeout":
       return problemFor(
         "upstream_timeout",
-        `upstream "${upstream.name}" did not answer within ${upstream.timeoutMs} ms`,
+        route
+          ? `upstream "${upstream.name}" did not answer within ${route.timeoutMs} ms, the timeout of route "${route.name}"`
+          : `upstream "${upstream.name}" did not answer within ${upstream.timeoutMs} ms`,
       );
     case "connect_timeout":
       return problemFor(
         "upstream_timeout",
-        `upstream "${upstream.name}" did not accept a connection within ${upstream.connectTimeoutMs} ms`,
+        route
+          ? `no connection to upstream "${upstream.name}" within ${route.connectTimeoutMs} ms, the connect_timeout of route "${route.name}"`
+          : `upstream "${upstream.name}" did not accept a connection within ${upstream.connectTimeoutMs} ms`,
       );
     case "refused":
       return problemFor("upstream_unreachable", `upstream "${upstream.name}" refused the connection`);
@@ -122,8 +145,21 @@ export function streamUpstream(f: ForwardRequest): void {
   const finish = (result: ForwardResult) => {
     if (done) return;
     done = true;
+    deadline.clear();
     f.handler.onDone(result);
   };
+  // The route's deadline and connect wait abort the exchange like any upstream failure. Before
+  // undici has handed the request a connection there is nothing to abort yet: the client is
+  // answered now, and the request is aborted, unsent, when it gets one.
+  let abandoned: Error | null = null;
+  const deadline = startExchangeDeadline(f.route, (err) => {
+    if (controller) {
+      controller.abort(err);
+      return;
+    }
+    abandoned = err;
+    fail(err);
+  });
   const onClientClose = () => {
     if (res.writableFinished) return;
     controller?.abort(new ClientGoneError());
@@ -142,14 +178,28 @@ export function streamUpstream(f: ForwardRequest): void {
     finish({ status });
   };
 
+  // The attempt in flight: its target, whether it got a connection (onRequestStart), its number
+  // (1: the first); and the targets tried, which a retry avoids.
+  let target = f.targets.pick()!;
+  let reached = false;
+  let attempt = 0;
+  let retriesLeft = f.retries;
+  const tried = [target];
+
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart(c) {
       controller = c;
-      if (res.destroyed) c.abort(new ClientGoneError());
+      reached = true;
+      deadline.connected();
+      if (abandoned) c.abort(abandoned);
+      else if (res.destroyed) c.abort(new ClientGoneError());
     },
     onResponseStart(c, statusCode, headers) {
       if (statusCode < 200) return; // 1xx: Node answers 100-continue to the client itself
       status = statusCode;
+      // Any status is an answer: the target is up (passive health counts no 5xx).
+      target.health.succeeded();
+      if (attempt > 1) f.targets.retried("success");
       const writeHead = () => writeUpstreamHead(res, statusCode, headers, f.responseHeaders);
       const hold = f.handler.onResponseHead(headers);
       if (!hold) {
@@ -159,7 +209,8 @@ export function streamUpstream(f: ForwardRequest): void {
       held = [];
       c.pause();
       void hold.finally(() => {
-        if (res.destroyed) return;
+        // Failed meanwhile (the deadline, a reset): already answered.
+        if (res.destroyed || done) return;
         writeHead();
         const chunks = held ?? [];
         held = null;
@@ -186,58 +237,115 @@ export function streamUpstream(f: ForwardRequest): void {
       endResponse();
     },
     onResponseError(_c, err) {
-      if (tooLarge && !res.headersSent) {
-        res.off("close", onClientClose);
-        // The rest of the body is never read: close the connection after the answer.
-        f.responseHeaders.connection = "close";
-        sendProblem(
-          res,
-          problemFor(
-            "body_too_large",
-            `the request body is larger than ${f.maxBody} bytes, this route's max_body`,
-          ),
-          f.responseHeaders,
-        );
-        finish({ status: 413 });
-        return;
-      }
-      if (err instanceof ClientGoneError || res.destroyed) {
-        finish({ status: status || 499, clientGone: true });
-        return;
-      }
-      const failure = classifyUpstreamError(err);
-      res.off("close", onClientClose);
-      if (res.headersSent) {
-        // Mid-body failure: the status is already on the wire; cutting the connection is the
-        // only way to tell the client the body is incomplete.
-        res.destroy(err);
-        finish({ status, failure });
-        return;
-      }
-      const problem = upstreamProblem(failure, f.upstream);
-      sendProblem(res, problem, f.responseHeaders);
-      finish({ status: problem.status, failure });
+      if (!retriedElsewhere(err)) fail(err);
     },
   };
 
-  f.pool.dispatch(
-    {
-      path: f.path,
-      method: f.method,
-      headers: f.headers,
-      body: !f.withBody
-        ? null
-        : f.maxBody === undefined
-          ? f.req
-          : Readable.from(
-              cappedBody(f.req, f.maxBody, () => {
-                tooLarge = true;
-              }),
-              { objectMode: false },
-            ),
-      headersTimeout: f.upstream.timeoutMs,
-      bodyTimeout: f.upstream.timeoutMs,
-    },
-    handler,
-  );
+  /** The exchange failed: answered with a problem, or cut if its head is already out. */
+  function fail(err: Error): void {
+    if (done) return;
+    if (tooLarge && !res.headersSent) {
+      res.off("close", onClientClose);
+      // The rest of the body is never read: close the connection after the answer.
+      f.responseHeaders.connection = "close";
+      sendProblem(
+        res,
+        problemFor(
+          "body_too_large",
+          `the request body is larger than ${f.maxBody} bytes, this route's max_body`,
+        ),
+        f.responseHeaders,
+      );
+      finish({ status: 413 });
+      return;
+    }
+    if (err instanceof ClientGoneError || res.destroyed) {
+      finish({ status: status || 499, clientGone: true });
+      return;
+    }
+    const failure = classifyUpstreamError(err);
+    res.off("close", onClientClose);
+    if (res.headersSent) {
+      // Mid-body failure: the status is already on the wire; cutting the connection is the
+      // only way to tell the client the body is incomplete.
+      res.destroy(err);
+      finish({ status, failure });
+      return;
+    }
+    const problem = upstreamProblem(failure, f.upstream, f.route);
+    sendProblem(res, problem, f.responseHeaders);
+    finish({ status: problem.status, failure });
+  }
+
+  /**
+   * The attempt failed: tells its target's health, and sends the request again to another
+   * target when that is safe (retry.ts), the retry budget allows and one is left. False: the
+   * failure is the answer.
+   */
+  function retriedElsewhere(err: Error): boolean {
+    const why = done || res.destroyed || err instanceof ClientGoneError ? null : targetFailure(err);
+    if (why) target.health.failed(why);
+    else target.health.released();
+    if (attempt > 1) f.targets.retried("failure");
+    // A response head came (and went to the handlers, perhaps to the client): never again.
+    if (!why || status !== 0 || tooLarge || retriesLeft === 0) return false;
+    const bodyRead = f.withBody && (f.req.readableDidRead || f.req.destroyed);
+    if (!mayRetry({ method: f.method, reached, bodyRead, err })) return false;
+    const next = f.targets.pick(tried);
+    if (!next) {
+      f.targets.retried("no_target");
+      return false;
+    }
+    if (!f.targets.budget.tryRetry()) {
+      next.health.released();
+      f.targets.retried("budget_exhausted");
+      return false;
+    }
+    retriesLeft--;
+    send(next);
+    return true;
+  }
+
+  function send(next: typeof target): void {
+    target = next;
+    if (!tried.includes(next)) tried.push(next);
+    controller = null;
+    reached = false;
+    attempt++;
+    next.dispatcher.dispatch(
+      {
+        path: f.path,
+        method: f.method,
+        headers: next.host === f.upstream.host ? f.headers : headersFor(f.headers, next),
+        body: !f.withBody
+          ? null
+          : f.maxBody === undefined
+            ? f.req
+            : Readable.from(
+                cappedBody(f.req, f.maxBody, () => {
+                  tooLarge = true;
+                }),
+                { objectMode: false },
+              ),
+        // Idle timeouts, a backstop no longer than the deadline, which bounds the whole.
+        headersTimeout: f.route.timeoutMs,
+        bodyTimeout: f.route.timeoutMs,
+      },
+      handler,
+    );
+  }
+  f.targets.budget.request();
+  send(target);
+}
+
+/** The request headers for `target`, which is not the first: its own Host. */
+function headersFor(headers: string[], target: { host: string }): string[] {
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i] !== "host") continue;
+    if (headers[i + 1] === target.host) return headers;
+    const own = headers.slice();
+    own[i + 1] = target.host;
+    return own;
+  }
+  return headers;
 }

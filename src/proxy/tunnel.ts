@@ -8,15 +8,28 @@ import { type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { CompiledUpstream } from "../config/compile.js";
 import { problemFor, sendProblem } from "../http/problem.js";
+import { startExchangeDeadline } from "./exchange-deadline.js";
 import { clientResponseHeaders, writeUpstreamHead } from "./headers.js";
-import { classifyUpstreamError, type ForwardHandler, type ForwardResult, upstreamProblem } from "./stream.js";
+import { targetFailure } from "./retry.js";
+import {
+  classifyUpstreamError,
+  type ForwardHandler,
+  type ForwardResult,
+  type RouteTimeouts,
+  upstreamProblem,
+} from "./stream.js";
 import type { Handshake } from "./upgrade.js";
+import type { Target, UpstreamTargets } from "./upstreams.js";
 
 /** After one side sends FIN, how long the other may take to finish before both are closed. */
 const HALF_CLOSE_LINGER_MS = 2000;
 
 export interface TunnelRequest {
   upstream: CompiledUpstream;
+  /** The upstream's targets: the handshake goes to the one they pick. */
+  targets: UpstreamTargets;
+  /** Other targets tried when a connection cannot be made (never anything after it is). */
+  retries: number;
   req: IncomingMessage;
   /** A response bound to the client socket, for answers that are not a 101. */
   res: ServerResponse;
@@ -24,7 +37,14 @@ export interface TunnelRequest {
   /** The client socket's watch until the 101: gives the bytes it sent past its handshake. */
   handshake: Handshake;
   method: string;
+  /** Rewritten as for any request of the route (forward.ts). */
   path: string;
+  /**
+   * The handshake is one exchange of the route: its timeout bounds it up to the 101 (or the
+   * whole of an answer that is not one), its connect_timeout the connection. After the 101 only
+   * idleTimeoutMs applies.
+   */
+  route: RouteTimeouts;
   /** Upstream request headers (hygiene applied); Upgrade and Connection are added here. */
   headers: string[];
   responseHeaders: Record<string, string>;
@@ -36,8 +56,10 @@ export interface TunnelRequest {
   handler: ForwardHandler;
 }
 
-export function tunnel(t: TunnelRequest): void {
-  const url = new URL(t.upstream.origin);
+/** `tried`: targets that refused the handshake's connection; `target`: the one for this attempt. */
+export function tunnel(t: TunnelRequest, tried: readonly Target[] = [], target = t.targets.pick()!): void {
+  if (tried.length === 0) t.targets.budget.request();
+  const url = new URL(target.origin);
   let done = false;
   const finish = (result: ForwardResult) => {
     if (done) return;
@@ -53,6 +75,7 @@ export function tunnel(t: TunnelRequest): void {
   }
   headers.connection = "Upgrade";
   headers.upgrade = "websocket";
+  headers.host = target.host;
 
   const upstreamReq = request({
     host: url.hostname,
@@ -60,13 +83,48 @@ export function tunnel(t: TunnelRequest): void {
     method: t.method,
     path: t.path,
     headers,
-    timeout: t.upstream.connectTimeoutMs + t.upstream.timeoutMs,
   });
+  // The status of an answer that is not a 101, once its head is relayed to the client.
+  let relayed: number | undefined;
+  // node:http has no connect timeout: the route's connect_timeout (0: none) is timed from here
+  // to the socket's connect, the route's timeout from here to the end of the handshake.
+  const deadline = startExchangeDeadline(
+    { timeoutMs: t.route.timeoutMs, connectWaitMs: t.route.connectTimeoutMs || undefined },
+    (err) => {
+      if (relayed === undefined) {
+        upstreamReq.destroy(err);
+        return;
+      }
+      // Its head is out: only cutting the connection tells the client the body is incomplete.
+      t.socket.destroy();
+      upstreamReq.destroy();
+      finish({ status: relayed, failure: classifyUpstreamError(err) });
+    },
+  );
+  upstreamReq.once("socket", (socket) => {
+    if (socket.connecting) socket.once("connect", () => deadline.connected());
+    else deadline.connected();
+  });
+  upstreamReq.once("close", () => deadline.clear());
   // The client leaving during the handshake aborts it.
   const onClientGone = () => upstreamReq.destroy();
   t.socket.once("close", onClientGone);
 
+  // Whether the connection was made: before it, a failure is the target's and the handshake may
+  // go to another one (it never left the gateway).
+  let connected = false;
+  upstreamReq.once("socket", (socket) => {
+    if (!socket.connecting) connected = true;
+    else socket.once("connect", () => (connected = true));
+  });
+  const answered = () => {
+    target.health.succeeded();
+    if (tried.length > 0) t.targets.retried("success");
+  };
+
   upstreamReq.on("upgrade", (upRes, upSocket, upHead) => {
+    answered();
+    deadline.clear();
     t.socket.off("close", onClientGone);
     if (t.socket.destroyed) {
       upSocket.destroy();
@@ -137,8 +195,10 @@ export function tunnel(t: TunnelRequest): void {
 
   // The upstream refused to switch protocols: relay its answer as a normal response.
   upstreamReq.on("response", (upRes) => {
+    answered();
     t.socket.off("close", onClientGone);
     t.responseHeaders.connection = "close";
+    relayed = upRes.statusCode ?? 502;
     writeUpstreamHead(t.res, upRes.statusCode ?? 502, upRes.headers, t.responseHeaders);
     upRes.pipe(t.res);
     upRes.on("end", () => finish({ status: upRes.statusCode ?? 502 }));
@@ -148,17 +208,32 @@ export function tunnel(t: TunnelRequest): void {
     });
   });
 
-  upstreamReq.on("timeout", () =>
-    upstreamReq.destroy(Object.assign(new Error("upgrade timed out"), { code: "UND_ERR_HEADERS_TIMEOUT" })),
-  );
   upstreamReq.on("error", (err) => {
     t.socket.off("close", onClientGone);
+    if (done) return;
     if (t.socket.destroyed) {
+      // Tells nothing about the target, but ends its one request if it is on probation.
+      target.health.released();
       finish({ status: 499, clientGone: true });
       return;
     }
+    const why = targetFailure(err);
+    if (why) target.health.failed(why);
+    else target.health.released();
+    if (tried.length > 0) t.targets.retried("failure");
+    if (why && !connected && tried.length < t.retries) {
+      const next = t.targets.pick([...tried, target]);
+      if (!next) t.targets.retried("no_target");
+      else if (!t.targets.budget.tryRetry()) {
+        next.health.released();
+        t.targets.retried("budget_exhausted");
+      } else {
+        tunnel(t, [...tried, target], next);
+        return;
+      }
+    }
     const failure = classifyUpstreamError(err);
-    const problem = upstreamProblem(failure, t.upstream);
+    const problem = upstreamProblem(failure, t.upstream, t.route);
     t.responseHeaders.connection = "close";
     sendProblem(t.res, problem, t.responseHeaders);
     finish({ status: problem.status, failure });

@@ -13,6 +13,7 @@
 // as it reads any other request.
 import type { IncomingMessage, Server } from "node:http";
 import type { Socket } from "node:net";
+import { TLSSocket } from "node:tls";
 
 /** A WebSocket opening handshake (RFC 6455 §4.1): GET with `Upgrade: websocket`, nothing else. */
 export function isWebSocketUpgrade(req: Pick<IncomingMessage, "method" | "headers">): boolean {
@@ -66,7 +67,9 @@ export function serveWithoutUpgrade(
     "latin1",
   );
   socket.unshift(head.length ? Buffer.concat([rebuilt, head]) : rebuilt);
-  server.emit("connection", socket);
+  // A TLS listener's 'connection' is the raw TCP socket, which it would wrap in TLS once more;
+  // its HTTP code takes a socket after the handshake, on 'secureConnection'.
+  server.emit(socket instanceof TLSSocket ? "secureConnection" : "connection", socket);
 }
 
 /** How long a client may keep a refused handshake's socket open after its answer. */

@@ -1,51 +1,177 @@
-// One undici Pool per upstream. Pools outlive runtimes: a reload keeps the pool of an upstream
-// whose connection settings did not change and closes (drains, not cuts) the others.
+// Each upstream's targets (upstream/group.ts), one undici Pool per target. They outlive
+// runtimes: a reload keeps an unchanged upstream whole (pools, health, balancer, retry budget);
+// a changed one is rebuilt around the targets it keeps, which keep their pool and health; pools
+// of targets that are gone are closed (drained, not cut), and removed upstreams' health checks
+// stop.
+import type { Logger } from "pino";
 import { Pool } from "undici";
 import type { CompiledUpstream } from "../config/compile.js";
+import type { Metrics } from "../observability/metrics.js";
+import type { HealthCheckSettings } from "../upstream/active-health.js";
+import { type GroupEvent, type TargetSpec, UpstreamGroup } from "../upstream/group.js";
+
+export type UpstreamTargets = UpstreamGroup<Pool>;
+export type Target = UpstreamTargets["targets"][number];
+
+export interface UpstreamPoolsDeps {
+  logger?: Logger | undefined;
+  metrics?: Metrics | undefined;
+  /** Monotonic ms (health back-offs, the retry budget). */
+  clock?: (() => number) | undefined;
+}
 
 export class UpstreamPools {
-  private readonly pools = new Map<string, { key: string; pool: Pool }>();
+  private readonly groups = new Map<string, { key: string; group: UpstreamTargets }>();
+  private readonly clock: () => number;
 
-  get(upstream: CompiledUpstream): Pool {
-    const existing = this.pools.get(upstream.name);
-    if (existing && existing.key === upstream.poolKey) return existing.pool;
-    const pool = new Pool(upstream.origin, {
-      connections: upstream.connections,
-      // One request per connection at a time: pipelining puts a slow response in front of
-      // unrelated ones (head-of-line blocking).
-      pipelining: 1,
-      connect: { timeout: upstream.connectTimeoutMs },
-      keepAliveTimeout: 4000,
-    });
-    if (existing) void existing.pool.close().catch(() => {});
-    this.pools.set(upstream.name, { key: upstream.poolKey, pool });
-    return pool;
+  constructor(private readonly deps: UpstreamPoolsDeps = {}) {
+    this.clock = deps.clock ?? (() => performance.now());
+    deps.metrics?.watchUpstreamTargets(() => this.counts());
   }
 
   /**
-   * After a reload: closes the pools of upstreams that are gone or whose connection settings
-   * changed. close() lets their requests in flight finish (drain), it does not cut them.
+   * The upstream's targets. A request of an older generation whose upstream has changed since
+   * gets the current targets of that name: the config says they are where it lives now.
+   */
+  get(upstream: CompiledUpstream): UpstreamTargets {
+    const existing = this.groups.get(upstream.name);
+    if (existing) return existing.group;
+    // Not built by retain() (a request of a generation whose upstream is gone, or a test
+    // without a gateway): built now, without health checks; the next retain() drops it.
+    return this.build(upstream, undefined);
+  }
+
+  /**
+   * At start and after each reload: builds what `upstreams` has and this lacks, rebuilds what
+   * changed, drops what is gone. Unchanged upstreams keep everything.
    */
   retain(upstreams: ReadonlyMap<string, CompiledUpstream>): void {
-    for (const [name, entry] of this.pools) {
-      const next = upstreams.get(name);
-      if (next && next.poolKey === entry.key) continue;
-      this.pools.delete(name);
-      void entry.pool.close().catch(() => {});
+    const previous = new Map(this.groups);
+    this.groups.clear();
+    for (const upstream of upstreams.values()) {
+      const old = previous.get(upstream.name);
+      if (old?.key === upstream.poolKey) {
+        previous.delete(upstream.name);
+        this.groups.set(upstream.name, old);
+        old.group.start();
+        continue;
+      }
+      this.build(upstream, old?.group).start();
+    }
+    // Replaced or removed: their checks stop, and the pools no successor adopted are drained.
+    for (const [name, old] of previous) {
+      old.group.stop();
+      const successor = this.groups.get(name)?.group;
+      for (const target of old.group.targets)
+        if (!successor?.targets.includes(target)) void target.dispatcher.close().catch(() => {});
     }
   }
 
-  /** Waits for requests in flight, then closes every pool. */
-  async close(): Promise<void> {
-    const pools = [...this.pools.values()];
-    this.pools.clear();
-    await Promise.allSettled(pools.map((p) => p.pool.close()));
+  /** Healthy and ejected targets per upstream. */
+  counts(): [string, { healthy: number; ejected: number }][] {
+    return [...this.groups].map(([name, { group }]) => [name, group.counts()]);
   }
 
-  /** Ends every connection now, aborting requests still in flight (after the shutdown grace). */
-  async destroy(): Promise<void> {
-    const pools = [...this.pools.values()];
-    this.pools.clear();
-    await Promise.allSettled(pools.map((p) => p.pool.destroy()));
+  /** Stops the health checks, waits for requests in flight, then closes every pool. */
+  async close(): Promise<void> {
+    await Promise.allSettled(this.takeAll().map((t) => t.dispatcher.close()));
   }
+
+  /** Stops the health checks and ends every connection now, aborting requests in flight. */
+  async destroy(): Promise<void> {
+    await Promise.allSettled(this.takeAll().map((t) => t.dispatcher.destroy()));
+  }
+
+  private takeAll(): Target[] {
+    const groups = [...this.groups.values()];
+    this.groups.clear();
+    for (const { group } of groups) group.stop();
+    return groups.flatMap(({ group }) => group.targets);
+  }
+
+  /** A group for `upstream`, adopting the targets of `previous` whose connection settings match. */
+  private build(upstream: CompiledUpstream, previous: UpstreamTargets | undefined): UpstreamTargets {
+    const group = new UpstreamGroup<Pool>({
+      name: upstream.name,
+      targets: upstream.targets,
+      health: upstream.health,
+      clock: this.clock,
+      dispatcher: (origin) =>
+        new Pool(origin, {
+          connections: upstream.connections,
+          // One request per connection at a time: pipelining puts a slow response in front of
+          // unrelated ones (head-of-line blocking).
+          pipelining: 1,
+          connect: { timeout: upstream.connectTimeoutMs },
+          keepAliveTimeout: 4000,
+        }),
+      probe: httpProbe,
+      onEvent: (event) => this.onEvent(event),
+      adopt: previous && ((spec: TargetSpec) => previous.targets.find((t) => t.key === spec.key)),
+    });
+    this.groups.set(upstream.name, { key: upstream.poolKey, group });
+    return group;
+  }
+
+  /** Log lines and metrics of health changes and retries. */
+  private onEvent(event: GroupEvent): void {
+    const { logger, metrics } = this.deps;
+    switch (event.kind) {
+      case "ejected":
+        metrics?.upstreamEjections.labels(event.upstream).inc();
+        logger?.warn(
+          event.by === "passive"
+            ? {
+                upstream: event.upstream,
+                target: event.target,
+                by: "requests",
+                reason: event.reason,
+                failures: event.failures,
+                backoff_ms: event.backoffMs,
+              }
+            : { upstream: event.upstream, target: event.target, by: "health_check", reason: event.reason },
+          "upstream target ejected",
+        );
+        return;
+      case "returned":
+        logger?.info(
+          {
+            upstream: event.upstream,
+            target: event.target,
+            by: event.by === "active" ? "health_check" : "backoff",
+          },
+          event.by === "active"
+            ? "upstream target returned"
+            : "upstream target returned on probation: one request at a time until one succeeds",
+        );
+        return;
+      case "no_healthy_target":
+        logger?.warn(
+          { upstream: event.upstream, targets: event.targets },
+          "upstream has no healthy target: requests go to every target until one returns",
+        );
+        return;
+      case "retry":
+        metrics?.upstreamRetries.labels(event.upstream, event.outcome).inc();
+        return;
+    }
+  }
+}
+
+/** One active check: GET the health path on the target's own pool; any 2xx passes. */
+async function httpProbe(
+  target: Target,
+  settings: HealthCheckSettings,
+  signal: AbortSignal,
+): Promise<string | null> {
+  const { statusCode, body } = await target.dispatcher.request({
+    method: "GET",
+    path: settings.path,
+    headers: { host: target.host, "user-agent": "tollgate-health-check" },
+    headersTimeout: settings.timeoutMs,
+    bodyTimeout: settings.timeoutMs,
+    signal,
+  });
+  await body.dump();
+  return statusCode >= 200 && statusCode < 300 ? null : `status ${statusCode}`;
 }

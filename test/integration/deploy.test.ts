@@ -20,6 +20,7 @@ import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parse, parseAllDocuments } from "yaml";
 import { healthcheck } from "../../src/admin/healthcheck.js";
+import { listenAddress } from "../../src/config/listener-tls.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { type InProcessGateway, startGateway, writeConfig } from "../support/gateway.js";
 import { send } from "../support/http.js";
@@ -127,7 +128,7 @@ describe("deploy/kubernetes", () => {
     const ports = Object.fromEntries(
       container.ports.map((p: { name: string; containerPort: number }) => [p.name, p.containerPort]),
     );
-    expect(ports.proxy).toBe(port(loaded.config.listen));
+    expect(ports.proxy).toBe(port(listenAddress(loaded.config.listen)));
     expect(ports.admin).toBe(port(loaded.config.admin.listen));
     expect(loaded.config.admin.listen.startsWith("0.0.0.0:")).toBe(true); // probes come from the kubelet
     expect(container.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "admin" });
@@ -376,7 +377,7 @@ describe("deploy/docker-compose.yaml", () => {
     const loaded = loadConfigText(gatewayYaml, "config/gateway.yaml", env);
     expect(loaded.ok).toBe(true);
     if (!loaded.ok) return;
-    expect(port(loaded.config.listen)).toBe(8080);
+    expect(port(listenAddress(loaded.config.listen))).toBe(8080);
     expect(loaded.config.store.url).toBe("redis://redis:6379");
     // Hosts the gateway reaches are services of this file.
     expect(Object.keys(compose.services)).toContain(new URL(env.UPSTREAM_URL!).hostname);

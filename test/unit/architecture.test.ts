@@ -81,12 +81,21 @@ describe("dependency rules between rooms", () => {
 
   it("proxy/ does not import admin/, and nothing below the gateway imports the gateway", () => {
     expect(violations((f) => f.startsWith("proxy/"), ["admin/"])).toEqual([]);
-    const below = ["limits/", "routing/", "identity/", "http/", "config/", "observability/", "proxy/"];
+    const below = [
+      "limits/",
+      "routing/",
+      "identity/",
+      "http/",
+      "config/",
+      "observability/",
+      "proxy/",
+      "upstream/",
+    ];
     expect(violations((f) => below.some((b) => f.startsWith(b)), ["gateway/", "cli.ts"])).toEqual([]);
   });
 
   it("the rooms the proxy is built on never import the proxy or the admin API", () => {
-    const base = ["limits/", "routing/", "identity/", "config/", "observability/", "errors.ts"];
+    const base = ["limits/", "routing/", "identity/", "config/", "observability/", "upstream/", "errors.ts"];
     expect(violations((f) => base.some((b) => f.startsWith(b)), ["proxy/", "admin/"])).toEqual([]);
   });
 

@@ -90,7 +90,9 @@ describe("docs/configuration.md", () => {
     // The false default this page used to show: a file without store is refused.
     expect(table.get("store.url")).toEqual({ required: "one of `url`, `cluster`, `sentinel`", default: "" });
     expect(table.get("upstreams.<name>")!.required).toBe("yes: at least one");
-    expect(table.get("upstreams.<name>.url")!.required).toBe("yes, in the mapping form");
+    expect(table.get("upstreams.<name>.url")!.required).toBe(
+      "yes, in the mapping form: one of `url`, `targets`",
+    );
     expect(table.get("upstreams.<name>.timeout")).toEqual({ required: "no", default: "30s" });
     for (const key of [
       "routes[].name",

@@ -49,7 +49,7 @@ describe("config loading", () => {
       "gw.yaml:17:39: identity.auth_failures.window: expected a duration such as 250ms, 5s, 15m, 1h or 1d",
     ]);
     expect(problems(BASE.replace("api: http://127.0.0.1:3000", "api: 42"))).toEqual([
-      "gw.yaml:5:8: upstreams.api: expected a URL string or a mapping with url, timeout, connect_timeout, connections",
+      "gw.yaml:5:8: upstreams.api: expected a URL string or a mapping with url or targets, timeout, connect_timeout, connections",
     ]);
   });
 

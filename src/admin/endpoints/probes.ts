@@ -2,7 +2,7 @@
 // orchestrators ask, without a token.
 import type { Runtime } from "../../config/compile.js";
 import type { Health } from "../../limits/stores/contract.js";
-import { readiness } from "../readiness.js";
+import { readiness, type UpstreamCounts } from "../readiness.js";
 import { sendJson } from "../reply.js";
 import type { AdminHandler } from "../router.js";
 
@@ -12,12 +12,14 @@ export interface ReadyzDeps {
   runtime: () => Runtime;
   store: () => Pick<Health, "ping">;
   describeStoreError: (err: unknown) => string;
+  /** Each upstream's healthy and ejected targets; none: not reported. */
+  upstreams?: UpstreamCounts | undefined;
 }
 
 export function readyz(deps: ReadyzDeps): AdminHandler {
   return async ({ res }) => {
     const rt = deps.runtime();
-    const r = await readiness(rt, deps.store(), deps.describeStoreError);
+    const r = await readiness(rt, deps.store(), deps.describeStoreError, deps.upstreams);
     sendJson(res, r.ready ? 200 : 503, {
       status: r.ready ? "ready" : "not ready",
       reason: r.reason,
