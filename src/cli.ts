@@ -51,7 +51,12 @@ async function check(file: string): Promise<number> {
   );
   for (const p of all) process.stderr.write(`${formatProblem(p)}\n`);
   if (!loaded.ok) return 2;
-  const rt = compileRuntime(loaded.config, { file, version: loaded.version, jwt: loaded.jwt });
+  const rt = compileRuntime(loaded.config, {
+    file,
+    version: loaded.version,
+    jwt: loaded.jwt,
+    upstreamTls: loaded.upstreamTls,
+  });
   const n = (count: number, word: string) => `${count} ${word}${count === 1 ? "" : "s"}`;
   const warned = loaded.warnings.length ? ` (${n(loaded.warnings.length, "warning")})` : "";
   process.stdout.write(

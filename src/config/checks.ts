@@ -118,7 +118,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
     has(config.plans, name) || invalid.names.plans.has(name) || invalid.sections.has("plans");
   if (upstreamNames.length === 0 && invalid.names.upstreams.size === 0 && !invalid.sections.has("upstreams"))
     add(["upstreams"], "at least one upstream is needed");
-  checkUpstreams(config, add);
+  checkUpstreams(config, add, warn);
 
   const routeNames = new Set<string>();
   config.routes.forEach((route, i) => {
@@ -694,7 +694,7 @@ const upstreamHealthDefault = (ms: number) => (ms === 1000 ? ", the default" : "
  * address (one scheme, one path: a request's path must not depend on which target serves it),
  * each listed once; health checks that end before the next one is due.
  */
-function checkUpstreams(config: CheckableConfig, add: Add) {
+function checkUpstreams(config: CheckableConfig, add: Add, warn: Add) {
   for (const [name, upstream] of Object.entries(config.upstreams)) {
     if (typeof upstream === "string") continue;
     const at: PathSegment[] = ["upstreams", name];
@@ -732,6 +732,7 @@ function checkUpstreams(config: CheckableConfig, add: Add) {
         add(where, `${url.origin} is already target ${twice}: list it once and give it a weight instead`);
       else seen.set(url.origin, i);
     });
+    checkUpstreamTls(upstream, at, first, add, warn);
     const health = upstream.health;
     if (health) {
       if (health.interval === 0) add([...at, "health"], "interval must be longer than 0", "interval");
@@ -744,4 +745,45 @@ function checkUpstreams(config: CheckableConfig, add: Add) {
         );
     }
   }
+}
+
+const UPSTREAM_TLS_KEYS = ["ca_file", "cert_file", "key_file", "servername", "insecure"] as const;
+
+/**
+ * TLS settings only act on https targets: on an http-only upstream they would do nothing while
+ * reading as protection. A client certificate needs its key (and the key its certificate), and
+ * `insecure` turns verification off, which is worth a warning every time the file is checked.
+ */
+function checkUpstreamTls(
+  upstream: Exclude<CheckableConfig["upstreams"][string], string>,
+  at: PathSegment[],
+  firstTarget: URL | undefined,
+  add: Add,
+  warn: Add,
+) {
+  const scheme = URL.canParse(upstream.url ?? "")
+    ? new URL(upstream.url!).protocol
+    : (firstTarget?.protocol ?? "https:");
+  const given = UPSTREAM_TLS_KEYS.filter((k) =>
+    k === "insecure" ? upstream.insecure === true : upstream[k] !== undefined,
+  );
+  if (scheme !== "https:") {
+    for (const k of given)
+      add(at, `${k} applies to https:// targets only, and this upstream's are ${scheme.slice(0, -1)}`, k);
+    return;
+  }
+  if ((upstream.cert_file === undefined) !== (upstream.key_file === undefined))
+    add(
+      at,
+      upstream.cert_file === undefined
+        ? "key_file needs cert_file: give the client certificate and its key together"
+        : "cert_file needs key_file: give the client certificate and its key together",
+      upstream.cert_file === undefined ? "key_file" : "cert_file",
+    );
+  if (upstream.insecure === true)
+    warn(
+      at,
+      "insecure: true accepts any certificate from this upstream's targets, so anyone on the path can read and change its traffic; give ca_file instead",
+      "insecure",
+    );
 }

@@ -16,6 +16,7 @@ import { normalizeTarget } from "../routing/normalize.js";
 import { compileRewrite, type PathRewrite } from "../routing/rewrite.js";
 import { type ListenerTls, listenAddress } from "./listener-tls.js";
 import type { ClientConfig, Config, FailurePolicy, LimitConfig } from "./schema.js";
+import type { UpstreamTls } from "./upstream-tls.js";
 
 export interface CompiledUpstream {
   name: string;
@@ -42,6 +43,11 @@ export interface CompiledUpstream {
   health: { path: string; intervalMs: number; timeoutMs: number } | undefined;
   /** `retries`: attempts on other targets for requests safe to repeat (routes may override it). */
   retries: number;
+  /**
+   * TLS to https targets (CA, client certificate, SNI, verification), read by the loader;
+   * undefined: Node's defaults (system CAs, the target's host, verified). Plain data.
+   */
+  tls: UpstreamTls | undefined;
   /**
    * Identity of the upstream's targets, weights, health checks and pool settings: a reload keeps
    * the upstream's balancer and health only if this is unchanged (and each target's pool and
@@ -207,6 +213,7 @@ function compileUpstream(
   name: string,
   value: Config["upstreams"][string],
   poolConnectTimeout: number,
+  tls: UpstreamTls | undefined,
 ): CompiledUpstream {
   const long = longUpstream(value);
   const written = writtenTargets(value);
@@ -218,7 +225,15 @@ function compileUpstream(
       origin: at.origin,
       host: at.host,
       weight: t.weight,
-      key: JSON.stringify([at.origin, poolConnectTimeout, long.connections]),
+      // The TLS files' hash: a reload with a new CA or client certificate builds new pools.
+      key: JSON.stringify([
+        at.origin,
+        poolConnectTimeout,
+        long.connections,
+        tls?.hash ?? null,
+        tls?.servername ?? null,
+        tls?.rejectUnauthorized ?? true,
+      ]),
     };
   });
   const health =
@@ -236,8 +251,32 @@ function compileUpstream(
     targets,
     health,
     retries: typeof value === "string" ? 0 : value.retries,
+    tls,
     poolKey: JSON.stringify([targets.map((t) => [t.key, t.weight]), health]),
   };
+}
+
+/**
+ * The TLS the loader read for an upstream. One whose files were not read (a caller that compiled
+ * without passing them) is an error, never a pool that quietly goes without its CA or client
+ * certificate.
+ */
+function upstreamTlsOf(
+  name: string,
+  value: Config["upstreams"][string],
+  loaded: Readonly<Record<string, UpstreamTls>> | undefined,
+): UpstreamTls | undefined {
+  const tls = loaded?.[name];
+  if (
+    !tls &&
+    typeof value !== "string" &&
+    (value.ca_file !== undefined ||
+      value.cert_file !== undefined ||
+      value.servername !== undefined ||
+      value.insecure)
+  )
+    throw new Error(`upstream ${name}: its TLS settings were not loaded`);
+  return tls;
 }
 
 /** An upstream's targets as written: `targets`, else its one `url` (checks.ts: exactly one). */
@@ -458,13 +497,15 @@ export function compileRuntime(
     jwt?: JwtVerifier | undefined;
     keyFile?: string | undefined;
     tls?: ListenerTls | undefined;
+    /** From the loader (load.ts): an upstream that names TLS files and lacks them here is refused. */
+    upstreamTls?: Readonly<Record<string, UpstreamTls>> | undefined;
   },
 ): Runtime {
   const poolConnect = poolConnectTimeouts(config);
   const upstreams = new Map(
     Object.entries(config.upstreams).map(([name, u]) => [
       name,
-      compileUpstream(name, u, poolConnect.get(name)!),
+      compileUpstream(name, u, poolConnect.get(name)!, upstreamTlsOf(name, u, meta.upstreamTls)),
     ]),
   );
   const fraction = config.store.local_fraction;

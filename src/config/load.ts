@@ -19,6 +19,7 @@ import { type ListenerTls, loadListenerTls } from "./listener-tls.js";
 import { type ConfigProblem, suggest } from "./problems.js";
 import { salvage } from "./salvage.js";
 import { type Config, configSchema } from "./schema.js";
+import { loadUpstreamTls, type UpstreamTls } from "./upstream-tls.js";
 
 export type LoadResult =
   | {
@@ -33,6 +34,8 @@ export type LoadResult =
       keyText?: string;
       /** The listener's certificate and key (listen.tls), read and checked against each other. */
       tls?: ListenerTls;
+      /** TLS to each upstream's https targets that sets any (CA, client certificate, SNI). */
+      upstreamTls?: Record<string, UpstreamTls>;
       /** Problems that do not stop the file being used, in file order; log them. */
       warnings: ConfigProblem[];
     }
@@ -104,10 +107,15 @@ export function loadConfigText(
 
   const jwt = loadJwtVerifier(parsed.data, file);
   const tls = loadListenerTls(parsed.data, file);
-  if (!jwt.ok || !tls.ok) {
+  const upstreamTls = loadUpstreamTls(parsed.data, file);
+  if (!jwt.ok || !tls.ok || !upstreamTls.ok) {
     const problems: ConfigProblem[] = [];
     if (!jwt.ok) problems.push(doc.problem(jwt.path, jwt.message));
     if (!tls.ok) problems.push(doc.problem(["listen", "tls", tls.key], tls.message));
+    if (!upstreamTls.ok)
+      problems.push(
+        doc.problem(["upstreams", upstreamTls.upstream], upstreamTls.message, { atKey: upstreamTls.key }),
+      );
     return { ok: false, problems: sortProblems(problems), warnings };
   }
   // The version covers the key file and the listener's certificate too: rotating a JWKS or a
@@ -115,6 +123,7 @@ export function loadConfigText(
   const version = createHash("sha256").update(source);
   if (jwt.keyText !== undefined) version.update("\0").update(jwt.keyText);
   if (tls.tls) version.update("\0").update(tls.tls.cert).update("\0").update(tls.tls.key);
+  for (const [name, u] of Object.entries(upstreamTls.tls)) version.update("\0").update(name).update(u.hash);
   const certWarnings = tls.warnings.map((w) => {
     const problem = doc.problem(["listen", "tls", w.key], w.message);
     problem.severity = "warning";
@@ -130,6 +139,7 @@ export function loadConfigText(
   };
   if (jwt.keyFile !== undefined) loaded.keyFile = jwt.keyFile;
   if (tls.tls) loaded.tls = tls.tls;
+  if (Object.keys(upstreamTls.tls).length) loaded.upstreamTls = upstreamTls.tls;
   if (withKeyText && jwt.keyText !== undefined) loaded.keyText = jwt.keyText;
   return loaded;
 }
@@ -220,6 +230,7 @@ export type TransferableLoad =
       keyFile?: string;
       keyText?: string;
       tls?: ListenerTls;
+      upstreamTls?: Record<string, UpstreamTls>;
       warnings: ConfigProblem[];
     }
   | { ok: false; problems: ConfigProblem[]; warnings: ConfigProblem[] };
@@ -241,6 +252,7 @@ export async function loadForTransfer(
   if (loaded.keyFile !== undefined) out.keyFile = loaded.keyFile;
   if (loaded.keyText !== undefined) out.keyText = loaded.keyText;
   if (loaded.tls !== undefined) out.tls = loaded.tls;
+  if (loaded.upstreamTls !== undefined) out.upstreamTls = loaded.upstreamTls;
   return out;
 }
 
@@ -296,6 +308,7 @@ export async function loadConfigFileOffThread(
   };
   if (transferred.keyFile !== undefined) loaded.keyFile = transferred.keyFile;
   if (transferred.tls !== undefined) loaded.tls = transferred.tls;
+  if (transferred.upstreamTls !== undefined) loaded.upstreamTls = transferred.upstreamTls;
   return loaded;
 }
 

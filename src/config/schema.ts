@@ -192,6 +192,36 @@ const upstreamLong = z.strictObject({
     .min(1)
     .default(128)
     .describe("pooled connections to this upstream (default 128)"),
+  // TLS to https:// targets (config/upstream-tls.ts reads the files; checks.ts refuses them on
+  // an upstream with no https target, where they would silently do nothing).
+  ca_file: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "PEM CA certificate(s) that https targets' certificates must chain to, instead of the system's; relative to the config file",
+    ),
+  cert_file: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("PEM client certificate sent to https targets that ask for one (mTLS); give key_file with it"),
+  key_file: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("PEM private key of cert_file (unencrypted); relative to the config file"),
+  servername: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "name sent in SNI and that the target's certificate must carry (default: the target URL's host)",
+    ),
+  insecure: z
+    .boolean()
+    .default(false)
+    .describe("accept any certificate from https targets, unverified (default false; --check warns)"),
 });
 
 export const upstreamSchema = z.union([upstreamUrl(), upstreamLong]);

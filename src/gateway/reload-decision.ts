@@ -36,6 +36,7 @@ export function runtimeOf(loaded: Loaded, config: Config = loaded.config): Runti
     jwt: loaded.jwt,
     keyFile: loaded.keyFile,
     tls: loaded.tls,
+    upstreamTls: loaded.upstreamTls,
   });
 }
 

@@ -4,9 +4,11 @@
 // Either side closing closes the other, a FIN included (a half-closed tunnel would otherwise
 // hold its socket and its concurrency lease for good); a tunnel with no bytes either way for
 // `idleTimeoutMs` is closed; the gateway's shutdown closes what is left after its grace.
-import { type IncomingMessage, request, type ServerResponse } from "node:http";
+import { request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
+import { request as httpsRequest } from "node:https";
 import type { Socket } from "node:net";
 import type { CompiledUpstream } from "../config/compile.js";
+import { tlsConnectOptions } from "../config/upstream-tls.js";
 import { problemFor, sendProblem } from "../http/problem.js";
 import { startExchangeDeadline } from "./exchange-deadline.js";
 import { clientResponseHeaders, writeUpstreamHead } from "./headers.js";
@@ -77,13 +79,20 @@ export function tunnel(t: TunnelRequest, tried: readonly Target[] = [], target =
   headers.upgrade = "websocket";
   headers.host = target.host;
 
-  const upstreamReq = request({
+  // An https target is reached over TLS with the upstream's settings (CA, client certificate,
+  // SNI), exactly as its requests are: a certificate that does not verify is an error (a 502),
+  // never a retry in cleartext.
+  const secure = url.protocol === "https:";
+  const options = {
     host: url.hostname,
-    port: url.port || 80,
+    port: url.port || (secure ? 443 : 80),
     method: t.method,
     path: t.path,
     headers,
-  });
+  };
+  const upstreamReq = secure
+    ? httpsRequest({ ...options, ...tlsConnectOptions(t.upstream.tls) })
+    : httpRequest(options);
   // The status of an answer that is not a 101, once its head is relayed to the client.
   let relayed: number | undefined;
   // node:http has no connect timeout: the route's connect_timeout (0: none) is timed from here

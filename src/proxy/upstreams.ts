@@ -6,6 +6,7 @@
 import type { Logger } from "pino";
 import { Pool } from "undici";
 import type { CompiledUpstream } from "../config/compile.js";
+import { tlsConnectOptions } from "../config/upstream-tls.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { HealthCheckSettings } from "../upstream/active-health.js";
 import { type GroupEvent, type TargetSpec, UpstreamGroup } from "../upstream/group.js";
@@ -97,12 +98,14 @@ export class UpstreamPools {
       health: upstream.health,
       clock: this.clock,
       dispatcher: (origin) =>
-        new Pool(origin, {
+        new (upstream.tls?.servername === undefined ? Pool : namedPool(upstream.tls.servername))(origin, {
           connections: upstream.connections,
           // One request per connection at a time: pipelining puts a slow response in front of
           // unrelated ones (head-of-line blocking).
           pipelining: 1,
-          connect: { timeout: upstream.connectTimeoutMs },
+          // The upstream's TLS (CA, client certificate, SNI) on every connection of an https
+          // target, health checks' included: they run on this same pool.
+          connect: { timeout: upstream.connectTimeoutMs, ...tlsConnectOptions(upstream.tls) },
           keepAliveTimeout: 4000,
         }),
       probe: httpProbe,
@@ -156,6 +159,23 @@ export class UpstreamPools {
         return;
     }
   }
+}
+
+/**
+ * A Pool whose requests all ask for `servername` in SNI and certificate checks. undici takes a
+ * request's own servername (from its Host header, unless that is an IP address) before the
+ * connect options' one, so the configured name must ride on every request, probes included.
+ */
+function namedPool(servername: string): typeof Pool {
+  return class NamedPool extends Pool {
+    override dispatch(
+      options: Parameters<Pool["dispatch"]>[0],
+      handler: Parameters<Pool["dispatch"]>[1],
+    ): boolean {
+      // Read by undici's Request (lib/core/request.js), though its types leave it out.
+      return super.dispatch({ ...options, servername } as typeof options, handler);
+    }
+  };
 }
 
 /** One active check: GET the health path on the target's own pool; any 2xx passes. */
