@@ -113,9 +113,11 @@ describe("leaky bucket: rate 5/s, queue 3", () => {
     expect(await third).toBe("aborted");
     await sleep(600);
     expect(arrivals.slice(before).filter((x) => x.path === "/queue/b")).toHaveLength(2);
-    // Its log line says how long it really waited (~100 ms), not the ~400 ms it was due to.
+    // Its log line says how long it really waited (~100 ms), not the ~400 ms it was due to. The
+    // client's 100 ms also covers its admission and limit check before the hold began (16 ms of
+    // them on a loaded 2-core machine gave 84), so the queue time alone is somewhat less.
     const gone = a.lines.find((l) => l.msg === "request" && l.status === 499 && l.path === "/queue/b");
-    expect(gone?.queued_ms).toBeGreaterThanOrEqual(90);
+    expect(gone?.queued_ms).toBeGreaterThanOrEqual(50);
     expect(gone?.queued_ms).toBeLessThan(350);
   });
 });
