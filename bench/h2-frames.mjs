@@ -65,6 +65,13 @@ export function rawH2(port) {
       },
     );
     socket.on("error", reject);
+    // A handshake that never ends would hold its attacker, and the soak, for good.
+    const timer = setTimeout(() => socket.destroy(new Error("no TLS handshake within 5 s")), 5000);
+    socket.once("secureConnect", () => clearTimeout(timer));
+    socket.once("close", () => {
+      clearTimeout(timer);
+      reject(new Error("closed before the handshake"));
+    });
     const waiters = new Set();
     let buffer = Buffer.alloc(0);
     const raw = {
