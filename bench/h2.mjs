@@ -12,11 +12,20 @@
 // measured just before (see bench/run.mjs on why): the median and range are printed.
 //
 //   BENCH_SECONDS (default 4)  BENCH_ROUNDS (7)
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, killAll, median, root, start, startRedis, startUpstream } from "./support.mjs";
+import {
+  freePort,
+  killAll,
+  median,
+  root,
+  selfSignedCert,
+  start,
+  startRedis,
+  startUpstream,
+} from "./support.mjs";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
@@ -70,27 +79,7 @@ async function main() {
   const redisUrl = await startRedis();
   const upstream = await startUpstream();
   const dir = mkdtempSync(join(tmpdir(), "tollgate-bench-tls-"));
-  execFileSync(
-    "openssl",
-    [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:P-256",
-      "-nodes",
-      "-keyout",
-      join(dir, "tls.key"),
-      "-out",
-      join(dir, "tls.crt"),
-      "-days",
-      "1",
-      "-subj",
-      "/CN=localhost",
-    ],
-    { stdio: "ignore" },
-  );
+  selfSignedCert(dir);
   const cleartext = await freePort();
   await startGateway("tollgate (cleartext)", `127.0.0.1:${cleartext}`, redisUrl, upstream);
   const tls = await freePort();

@@ -19,7 +19,7 @@
 // garbage, and uncapped, V8 grows its heap to 170-180 MB before it next collects (a plateau,
 // not a leak: it stays there in longer runs). The cap keeps the soak about leaks: one would
 // still run the gateway out of heap, or its RSS past the limit, while garbage is collected.
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
@@ -37,6 +37,7 @@ import {
   headerBlock,
   rawH2,
 } from "./h2-frames.mjs";
+import { selfSignedCert } from "./support.mjs";
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 60);
 const RSS_GROWTH_MB = Number(process.env.SOAK_RSS_GROWTH_MB ?? 40);
@@ -102,27 +103,7 @@ deny: { ips: [10.0.0.7/32] }
 );
 const gateway = startProcess(["dist/cli.js", "--config", configFile]);
 // The same config on a TLS listener, for the HTTP/2 phase.
-execFileSync(
-  "openssl",
-  [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-nodes",
-    "-keyout",
-    join(dir, "tls.key"),
-    "-out",
-    join(dir, "tls.crt"),
-    "-days",
-    "1",
-    "-subj",
-    "/CN=localhost",
-  ],
-  { stdio: "ignore" },
-);
+selfSignedCert(dir);
 const tlsConfigFile = join(dir, "gateway-tls.yaml");
 writeFileSync(
   tlsConfigFile,

@@ -1,6 +1,6 @@
 // What the bench scripts share: free ports, child processes started and killed together, a
 // private redis-server, the upstream, the gateway's bench config, the passthrough, and wrk.
-import { spawn, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -137,4 +137,32 @@ export function wrk(url, seconds, connections, flood = false) {
 export function median(values) {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)];
+}
+
+/** A self-signed P-256 certificate for localhost in `dir` (tls.crt, tls.key), valid one day. */
+export function selfSignedCert(dir) {
+  const cert = join(dir, "tls.crt");
+  const key = join(dir, "tls.key");
+  execFileSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:P-256",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "1",
+      "-subj",
+      "/CN=localhost",
+    ],
+    { stdio: "ignore" },
+  );
+  return { cert, key };
 }
