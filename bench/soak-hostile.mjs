@@ -112,8 +112,14 @@ writeFileSync(
     `listen: { address: "127.0.0.1:0", tls: { cert_file: tls.crt, key_file: tls.key } }`,
   ),
 );
-// Its old generation capped at 64 MB (see the file's header).
-const tlsGateway = startProcess(["--max-old-space-size=64", "dist/cli.js", "--config", tlsConfigFile]);
+// Its old generation capped at SOAK_H2_OLD_SPACE_MB, default 64 (0: uncapped; see the file's header).
+const H2_OLD_SPACE_MB = Number(process.env.SOAK_H2_OLD_SPACE_MB ?? 64);
+const tlsGateway = startProcess([
+  ...(H2_OLD_SPACE_MB > 0 ? [`--max-old-space-size=${H2_OLD_SPACE_MB}`] : []),
+  "dist/cli.js",
+  "--config",
+  tlsConfigFile,
+]);
 tlsGateway.lines.on("line", () => {});
 // Listened for now: its start line may come while the other gateway's is awaited.
 const tlsStarted = waitForLine(tlsGateway, (l) => l.msg === "tollgate listening");

@@ -334,6 +334,14 @@ export function streamUpstream(f: ForwardRequest): void {
       handler,
     );
   }
+  // The client left while the request waited for admission (an HTTP/2 stream reset, a closed
+  // socket): no upstream connection is taken for an answer nobody reads.
+  if (res.destroyed) {
+    target.health.released();
+    res.off("close", onClientClose);
+    finish({ status: 499, clientGone: true });
+    return;
+  }
   f.targets.budget.request();
   send(target);
 }

@@ -1,5 +1,6 @@
 // A dead or hung Redis must never hang or crash a request: `store.timeout` bounds every check
 // and `on_failure` decides the answer.
+import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type InProcessGateway, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
@@ -120,3 +121,59 @@ describe("Redis paused longer than the timeout", () => {
     }
   });
 });
+
+describe("A client that leaves while its check waits on the store", () => {
+  let redis: RedisProcess;
+  let gw: InProcessGateway;
+  let connections = 0;
+  const countConnection = () => {
+    connections++;
+  };
+  beforeAll(async () => {
+    redis = await startRedis();
+    gw = await startGateway(config(redis.url, upstream.url).replace("timeout: 100ms", "timeout: 2s"));
+    upstream.server.on("connection", countConnection);
+  });
+  afterAll(async () => {
+    upstream.server.off("connection", countConnection);
+    await gw.stop();
+    await redis.stop();
+  });
+
+  it("takes no upstream connection for the answer nobody reads", async () => {
+    // Warm: the gateway's Redis connection is up and the upstream pool has its first connection.
+    expect((await send(gw.url, { path: "/x", headers: { "x-api-key": "k1" } })).status).toBe(200);
+    const connectionsBefore = connections;
+    const receivedBefore = upstream.received.length;
+    await redis.client.call("CLIENT", "PAUSE", "600", "ALL");
+    // Twenty clients each hold the one pooled connection busy if forwarded: they send, wait
+    // for the check, and leave before the store answers.
+    const sockets = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const socket = await rawConnect(gw.url);
+        socket.write(`GET /x?n=${i} HTTP/1.1\r\nHost: t\r\nX-Api-Key: k1\r\n\r\n`);
+        return socket;
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 150));
+    for (const socket of sockets) socket.destroy();
+    // The pause ends; the checks come back allowed, for clients already gone.
+    await new Promise((r) => setTimeout(r, 800));
+    expect(upstream.received.length).toBe(receivedBefore);
+    expect(connections - connectionsBefore).toBe(0);
+    const after = await send(gw.url, { path: "/x", headers: { "x-api-key": "k1" } });
+    expect(after.status).toBe(200);
+    // Logged as the client leaving (or refused by the limit: the bucket holds 10), never forwarded.
+    const statuses = gw.logs.lines.slice(-21, -1).map((l) => l.status);
+    expect(statuses.filter((s) => s !== 429 && s !== 499)).toEqual([]);
+    expect(statuses).toContain(499);
+  });
+});
+
+function rawConnect(url: string): Promise<Socket> {
+  const { port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), "127.0.0.1", () => resolve(socket));
+    socket.on("error", reject);
+  });
+}
