@@ -9,7 +9,8 @@
 --   ARGV[1]   now in ms, or "" to read the Redis clock
 --   ARGV[2]   deadline: the Redis time (ms) past which the gateway has given up on the charge
 --             (and reported it as not recorded), or "" for none; past it nothing is debited
---   ARGV[3 + 4(i-1) ..] per limit i: algorithm code, param 1, param 2, units to debit
+--   ARGV[3 + 4(i-1) ..] per limit i: algorithm code, param 1, param 2 (a calendar window's: its
+--             period starts around now, see lua/windows.lua), units to debit
 -- Reply: the Redis time (ms, a "%.17g" string), 1 (charged) or 0 (past the deadline: nothing
 -- written, nothing follows), then per limit what a zero-cost check sees afterwards:
 -- remaining, reset_ms.
@@ -22,7 +23,7 @@ for i = 1, #KEYS do
   local at = 3 + (i - 1) * 4
   local algorithm = ALGORITHMS[tonumber(ARGV[at])]
   if algorithm == nil then return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[at])) end
-  local p1, p2, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  local p1, p2, cost = tonumber(ARGV[at + 1]), script_param(ARGV[at + 2]), tonumber(ARGV[at + 3])
   local k = KEYS[i]
   if not algorithm.holds_slot then
     -- With an unbounded quota the step always admits; its commit writes the debit (a sliding

@@ -19,9 +19,12 @@
 --     number of denial-record keys: 0 (no record), 1 (log) or 2 (log and top bucket)
 --     denial record: "" for none, else "<caller>\t<route>\t<limit 1 name>\t<limit 2 name>..."
 --     per limit: algorithm code (+ 16 for a shadow limit), param 1, param 2, cost. Each
---       algorithm's lua/ file says what its params are where it registers its code; the cost
+--       algorithm's lua/ file says what its params are where it registers its code (param 2
+--       of a calendar window: its period starts around now, see lua/windows.lua); the cost
 --       is a number, or what the algorithm reads in its place: "<want>:<batch>" for a batched
---       token bucket (an instance's reservation), the lease id for a concurrency limit.
+--       token bucket (an instance's reservation), the lease id for a concurrency limit. A cost
+--       followed by "^<need>" (a token budget under a route's max_cost) is allowed only if
+--       <need> units would be, and takes only the cost.
 --
 -- A shadow limit is evaluated and reported like any other but never denies the request; it is
 -- charged only when it would have allowed.
@@ -81,9 +84,24 @@ for _ = 1, tonumber(ARGV[1]) do
     if is_shadow then code = code - SHADOW end
     local algorithm = ALGORITHMS[code]
     if algorithm == nil then return redis.error_reply('TOLLGATE_BAD_ALGORITHM ' .. tostring(ARGV[arg])) end
-    local p1, p2, cost_arg = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), ARGV[arg + 3]
-    local ok, nxt, remaining, reset_ms, fourth, available_now, reset_now =
-      step_over_stale(algorithm, KEYS[key + i - 1], now, p1, p2, cost_arg)
+    local p1, p2, cost_arg = tonumber(ARGV[arg + 1]), script_param(ARGV[arg + 2]), ARGV[arg + 3]
+    local ok, nxt, remaining, reset_ms, fourth, available_now, reset_now
+    local take_arg, need = string.match(cost_arg, '^(.-)%^(%d+)$')
+    if need then
+      -- A token budget under a route's max_cost: the request must fit `need` units and takes
+      -- only its cost. The step at `need` decides; the step at the cost is what commit writes.
+      cost_arg = take_arg
+      local need_arg = need .. string.match(take_arg, '^%d+(.*)$')
+      ok, nxt, remaining, reset_ms, fourth, available_now, reset_now =
+        step_over_stale(algorithm, KEYS[key + i - 1], now, p1, p2, need_arg)
+      if ok then
+        ok, nxt, remaining, reset_ms, fourth, available_now, reset_now =
+          algorithm.step(KEYS[key + i - 1], now, p1, p2, cost_arg)
+      end
+    else
+      ok, nxt, remaining, reset_ms, fourth, available_now, reset_now =
+        step_over_stale(algorithm, KEYS[key + i - 1], now, p1, p2, cost_arg)
+    end
     -- Per limit, in flat arrays reused by every request of the batch (no table per limit).
     local at = (i - 1) * PENDING
     pending[at + 1], pending[at + 2], pending[at + 3], pending[at + 4] = algorithm, nxt, p1, p2

@@ -4,7 +4,8 @@
 -- ALGORITHMS[code] = { step, commit, refund, holds_slot }, one entry per algorithm, registered by
 -- its lua/ file under the code src/limits/algorithms/ gives it (below check.lua's SHADOW flag;
 -- test/unit/twin-constants.test.ts holds the two sides equal). p1, p2 are the algorithm's two
--- script params; cost_arg is the limit's fourth ARGV as sent (a number, "<want>:<batch>" for a
+-- script params, numbers except a calendar window's p2 (its period starts, a string: see
+-- script_param); cost_arg is the limit's fourth ARGV as sent (a number, "<want>:<batch>" for a
 -- batched token bucket, or a concurrency lease id).
 --   step(key, now, p1, p2, cost_arg) -> allowed, pending (what commit writes), remaining,
 --       reset_ms, fourth, available_now, reset_now_ms. The last two are what to report when
@@ -31,6 +32,12 @@ local STATE_TTL_SLACK_MS = 1000
 -- algorithm's view is its own step at a cost of 0, so the read and the check cannot disagree.
 local function limit_view(algorithm, k, now, p1, p2)
   return select(6, algorithm.step(k, now, p1, p2, 0))
+end
+
+-- An algorithm's param as sent: a number, or the text itself when it is not one (a calendar
+-- window's period starts, lua/windows.lua).
+local function script_param(arg)
+  return tonumber(arg) or arg
 end
 
 -- The Redis clock in ms (microsecond precision).

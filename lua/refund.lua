@@ -8,7 +8,8 @@
 --
 --   KEYS[i]   state key of limit i
 --   ARGV[1 + 5(i-1) ..] per limit i: the time check.lua decided at (exactly as it used it: its
---             clock's "%.17g" or the test's now), algorithm code, param 1, param 2, and the
+--             clock's "%.17g" or the test's now), algorithm code, param 1, param 2 (a calendar
+--             window's: its period starts around that time, see lua/windows.lua), and the
 --             units taken (the lease id for a concurrency limit)
 -- Reply: how many limits had something to give back.
 
@@ -21,7 +22,7 @@ for i = 1, #KEYS do
   local algorithm = ALGORITHMS[tonumber(ARGV[base + 1])]
   if algorithm then
     given = given + algorithm.refund(KEYS[i], tonumber(ARGV[base]), current,
-      tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3]), ARGV[base + 4])
+      tonumber(ARGV[base + 2]), script_param(ARGV[base + 3]), ARGV[base + 4])
   end
 end
 return given

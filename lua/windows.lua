@@ -1,18 +1,39 @@
 -- Window algorithms; the same arithmetic as src/limits/algorithms/windows.ts, operation for
 -- operation. Registered as codes 2 (fixed window), 3 (sliding window log) and 4 (sliding window
 -- counter); params: limit, window_ms. Their functions have the entry shapes of lua/prelude.lua.
+-- A calendar fixed window (`window: 1 month`) gives, in place of window_ms, the starts of four
+-- consecutive periods in ms, space-separated ("<s1> <s2> <s3> <s4>"): Lua has no time zone
+-- rules, so the gateway computes them around its estimate of the script's clock, and the step
+-- counts in the pair [s(i), s(i+1)) that holds its own now.
+
+-- The fixed window holding `now`: [start, finish). A window that is a number is aligned on its
+-- multiples since the epoch; a list of period starts that does not reach `now` (the gateway's
+-- clock a whole period away from Redis's) fails the script rather than count in a wrong period.
+local function fixed_window_bounds(now, window)
+  if type(window) == 'number' then
+    local start = math.floor(now / window) * window
+    return start, start + window
+  end
+  local prev = nil
+  for text in string.gmatch(window, '%S+') do
+    local s = tonumber(text)
+    if prev ~= nil and prev <= now and now < s then return prev, s end
+    prev = s
+  end
+  error(redis.error_reply('TOLLGATE_CALENDAR_RANGE ' .. string.format('%.17g', now) .. ' is outside the periods ' .. window))
+end
 
 -- Fixed window. State: one string "<window start ms> <count>"; pending: the string to write.
 local function fixed_window_step(key, now, limit, window, cost_arg)
   local cost = tonumber(cost_arg)
   local raw = redis.call('GET', key)
-  local start = math.floor(now / window) * window
+  local start, finish = fixed_window_bounds(now, window)
   local used = 0
   if raw then
     local s, c = string.match(raw, '^(%S+) (%S+)$')
     if tonumber(s) == start then used = tonumber(c) end
   end
-  local reset = math.ceil(start + window - now)
+  local reset = math.ceil(finish - now)
   local avail = limit - used
   if avail < 0 then avail = 0 end
   if used + cost > limit then
@@ -23,8 +44,8 @@ end
 
 -- The key lives until the window ends (the step's reset_ms), plus the slack.
 local function fixed_window_commit(key, value, now, _, window)
-  local start = math.floor(now / window) * window
-  redis.call('SET', key, value, 'PX', math.ceil(start + window - now) + STATE_TTL_SLACK_MS)
+  local _, finish = fixed_window_bounds(now, window)
+  redis.call('SET', key, value, 'PX', math.ceil(finish - now) + STATE_TTL_SLACK_MS)
 end
 
 -- Rewrites a window's string state, keeping the key's expiry (a refund).
@@ -39,7 +60,7 @@ local function fixed_window_refund(key, at, _, _, window, units_arg)
   local raw = redis.call('GET', key)
   if not raw then return 0 end
   local s, c = string.match(raw, '^(%S+) (%S+)$')
-  local start = math.floor(at / window) * window
+  local start = fixed_window_bounds(at, window)
   if tonumber(s) ~= start then return 0 end
   rewrite_window(key, string.format('%.17g %d', start, math.max(0, tonumber(c) - units)))
   return 1

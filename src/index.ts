@@ -17,6 +17,7 @@ export {
   UnknownLimitError,
 } from "./errors.js";
 export {
+  type CalendarWindowString,
   type CheckOptions,
   type ConcurrencyLimit,
   type CreateLimiterOptions,

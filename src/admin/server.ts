@@ -9,6 +9,7 @@ import type { Limiter } from "../limits/limiter.js";
 import type { Store } from "../limits/stores/contract.js";
 import type { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
+import type { UsageLedger } from "../usage/ledger.js";
 import { requireAdminToken } from "./auth.js";
 import { callerEndpoints } from "./endpoints/callers.js";
 import { showConfig } from "./endpoints/config.js";
@@ -17,6 +18,7 @@ import { limitEndpoints } from "./endpoints/limits.js";
 import { metrics } from "./endpoints/metrics.js";
 import { healthz, readyz } from "./endpoints/probes.js";
 import { reloadConfig } from "./endpoints/reload.js";
+import { usageEndpoints } from "./endpoints/usage.js";
 import type { UpstreamCounts } from "./readiness.js";
 import { replyProblem } from "./reply.js";
 import { createRouter, type Guard, type ParameterProblem, requestPath } from "./router.js";
@@ -28,6 +30,8 @@ export interface AdminDeps {
   store: () => Store;
   /** The live limiter: its locally decided denials are flushed before a read. */
   limiter: () => Pick<Limiter, "flushDenials" | "forgetDenials">;
+  /** The usage ledger, for /admin/usage (absent: those paths are no endpoint). */
+  usage?: () => Pick<UsageLedger, "read" | "listPage">;
   metrics: Metrics;
   /** The /metrics text; default: `metrics.registry` (a primary aggregates its workers'). */
   metricsText?: () => Promise<{ text: string; contentType: string }>;
@@ -77,6 +81,7 @@ export function createAdminHandler(deps: AdminDeps) {
   const state = { runtime, store, limiter, fromStore };
   const callers = callerEndpoints(state);
   const limits = limitEndpoints(state);
+  const usage = deps.usage ? usageEndpoints({ runtime, usage: deps.usage, fromStore }) : undefined;
 
   const operatorApi = createRouter({
     guard: requireAdminToken(() => runtime().config.admin.token),
@@ -89,6 +94,14 @@ export function createAdminHandler(deps: AdminDeps) {
       { method: "HEAD", pattern: "/admin/limits/{name}", handle: limits.show },
       { method: "DELETE", pattern: "/admin/limits/{name}", handle: limits.reset },
       { method: "GET", pattern: "/admin/denials/top", handle: topDenials(state) },
+      ...(usage
+        ? [
+            { method: "GET", pattern: "/admin/usage", handle: usage.list },
+            { method: "HEAD", pattern: "/admin/usage", handle: usage.list },
+            { method: "GET", pattern: "/admin/usage/{caller...}", handle: usage.show },
+            { method: "HEAD", pattern: "/admin/usage/{caller...}", handle: usage.show },
+          ]
+        : []),
       { method: "GET", pattern: "/admin/config", handle: showConfig(runtime) },
       { method: "POST", pattern: "/admin/reload", handle: reloadConfig(reload), hint: "POST /admin/reload" },
     ],

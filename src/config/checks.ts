@@ -13,11 +13,13 @@ import { parseKeyBy } from "../limits/key-by.js";
 import { normalizeHostPattern } from "../routing/host.js";
 import { competingRoutes, HTTP_METHODS, methodSet } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
-import { ANONYMOUS_PLAN } from "./compile.js";
+import { parseUsageFields } from "../usage/fields.js";
+import { ANONYMOUS_PLAN, hasTokenBudgets } from "./compile.js";
 import type { PathSegment } from "./document.js";
 import { checkKeyBys, checkOverrideBy, sharedBy } from "./key-checks.js";
 import { suggest } from "./problems.js";
 import type { ClientConfig, Config, LimitConfig, RouteConfig } from "./schema.js";
+import { formatDuration, isCalendarWindow, windowLengthMs } from "./units.js";
 
 export interface PathProblem {
   path: PathSegment[];
@@ -134,6 +136,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   });
   checkRouteMatches(config, add, warn, didYouMean);
   checkRouteRewrites(config, add, warn);
+  checkRouteCharges(config, add, warn);
 
   const planNames = Object.keys(config.plans);
   const routeNameList = [...routeNames];
@@ -533,6 +536,47 @@ function checkRouteRewrites(config: CheckableConfig, add: Add, warn: Add) {
 }
 
 /**
+ * `charge`, `usage_fields` and `max_cost` of each route: fields that parse, read only where the
+ * body is read, and a max_cost no smaller than what the route takes anyway.
+ */
+function checkRouteCharges(config: CheckableConfig, add: Add, warn: Add) {
+  config.routes.forEach((route, i) => {
+    if (!route) return;
+    const at: PathSegment[] = ["routes", i];
+    const sources = Array.isArray(route.charge) ? route.charge : [route.charge];
+    if (new Set(sources).size !== sources.length)
+      add([...at, "charge"], "each of header and usage may be listed once");
+    if (route.usage_fields !== undefined) {
+      if (!sources.includes("usage")) {
+        add(
+          [...at, "usage_fields"],
+          "usage_fields are read only with charge: usage (or [header, usage]); add it or remove usage_fields",
+        );
+      } else {
+        const parsed = parseUsageFields(route.usage_fields);
+        if ("error" in parsed)
+          add(
+            Array.isArray(route.usage_fields) && parsed.at !== undefined
+              ? [...at, "usage_fields", parsed.at]
+              : [...at, "usage_fields"],
+            parsed.error,
+          );
+      }
+    }
+    if (route.max_cost !== undefined && route.max_cost < route.cost)
+      add(
+        [...at, "max_cost"],
+        `max_cost ${route.max_cost} is less than this route's cost ${route.cost}, which every request takes anyway; raise it to at least ${route.cost} or remove it`,
+      );
+    if (route.max_cost !== undefined && !hasTokenBudgets(config))
+      warn(
+        [...at, "max_cost"],
+        "max_cost only applies to token budgets (limits with unit: tokens), and no limit has one: it does nothing",
+      );
+  });
+}
+
+/**
  * A plan applies to a caller only through a client that names it, as the plan of callers without
  * a credential (`anonymous`), or through a JWT: its default_plan, or any plan when tokens carry a
  * plan claim. Any other plan is dead text that looks like a limit.
@@ -606,6 +650,9 @@ function routesByCost(config: CheckableConfig) {
   };
 }
 
+/** The algorithms a token budget may use: those debited by cost, in O(1) state per key. */
+const TOKEN_BUDGET_ALGORITHMS: readonly string[] = ["fixed_window", "sliding_window_counter", "token_bucket"];
+
 export function checkLimit(
   path: PathSegment[],
   limit: LimitConfig,
@@ -620,10 +667,35 @@ export function checkLimit(
     return;
   }
   const { config } = ALGORITHMS[limit.algorithm ?? DEFAULT_ALGORITHM];
+  if (limit.unit === "tokens") {
+    const algorithm = limit.algorithm ?? DEFAULT_ALGORITHM;
+    if (!TOKEN_BUDGET_ALGORITHMS.includes(algorithm))
+      add(
+        path,
+        `a token budget (unit: tokens) is a fixed_window, sliding_window_counter or token_bucket: ${algorithm} counts requests, not units; change the algorithm or remove unit`,
+        "unit",
+      );
+    else if (limit.batch !== undefined)
+      add(
+        path,
+        "a token budget (unit: tokens) is charged after each response, which a batch reserved ahead cannot follow; remove batch",
+        "batch",
+      );
+  }
   // A key of another algorithm is refused, never ignored.
   for (const key of Object.keys(ALGORITHM_KEYS) as (keyof typeof ALGORITHM_KEYS)[]) {
     if (limit[key] !== undefined && !(key in config.keys))
       add(path, `${key} does not apply to ${config.what}`, key);
+  }
+  // A calendar period is counted per period, which only a fixed window does; another algorithm
+  // would silently turn `1 month` into a rolling 30 days.
+  if (isCalendarWindow(limit.window) && !config.calendar && "window" in config.keys) {
+    const algorithm = limit.algorithm === undefined ? `${DEFAULT_ALGORITHM}, the default` : limit.algorithm;
+    add(
+      path,
+      `window: ${formatDuration(limit.window)} is a calendar window, which only fixed_window counts (this limit is ${algorithm}): add algorithm: fixed_window, or write a rolling window such as ${formatDuration(windowLengthMs(limit.window))}`,
+      "window",
+    );
   }
   config.check(limit, (message, key) => add(path, message, key));
 }

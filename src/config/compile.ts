@@ -4,6 +4,7 @@
 import { createHash } from "node:crypto";
 import { CidrSet, parseCidr } from "../identity/ip.js";
 import type { JwtVerifier } from "../identity/jwt.js";
+import type { CompileContext } from "../limits/algorithms/algorithm.js";
 import { ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
 import { denyEverything } from "../limits/algorithms/windows.js";
 import { plannedLimit } from "../limits/compiled.js";
@@ -14,8 +15,9 @@ import { normalizeHostPattern } from "../routing/host.js";
 import { methodSet, RouteMatcher } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { compileRewrite, type PathRewrite } from "../routing/rewrite.js";
+import { DEFAULT_USAGE_FIELDS, parseUsageFields, type UsageFields } from "../usage/fields.js";
 import { type ListenerTls, listenAddress } from "./listener-tls.js";
-import type { ClientConfig, Config, FailurePolicy, LimitConfig } from "./schema.js";
+import type { ClientConfig, Config, FailurePolicy, LimitConfig, RouteConfig } from "./schema.js";
 import type { UpstreamTls } from "./upstream-tls.js";
 
 export interface CompiledUpstream {
@@ -104,6 +106,17 @@ export interface CompiledRoute {
   connectWaitMs: number | undefined;
   /** strip_prefix / rewrite (routing/rewrite.ts); null: the normalised path is sent as it is. */
   rewrite: PathRewrite | null;
+  /** `max_cost`: what a token budget must have left to admit a request; undefined: cost. */
+  maxCost: number | undefined;
+  /** Where the upstream reports what a request cost (`charge`, `usage_fields`). */
+  charge: RouteCharge;
+}
+
+/** Route `charge`: the Tollgate-Cost header (head or trailers), usage in the body, or both. */
+export interface RouteCharge {
+  header: boolean;
+  /** The usage fields to read from a JSON body or an event stream; null: not read. */
+  usage: UsageFields | null;
 }
 
 export interface CompiledPlan {
@@ -156,6 +169,13 @@ export interface Runtime {
   readonly deny: { ips: CidrSet; clients: ReadonlySet<string> };
   readonly exempt: { ips: CidrSet; clients: ReadonlySet<string> };
   readonly headerStyles: { draft: boolean; ietf: boolean; legacy: boolean };
+  /**
+   * Some limit is a token budget (`unit: tokens`): what upstreams report debits only token
+   * budgets. Without one, it debits every limit of the request (Tollgate-Cost as before).
+   */
+  readonly tokenBudgets: boolean;
+  /** calendar.alert_at: the share of a calendar budget that alerts once per period; undefined: off. */
+  readonly budgetAlertAt: number | undefined;
   readonly store: {
     /** The store's address as written (cluster and sentinel: a scheme naming the kind). */
     url: string;
@@ -168,17 +188,60 @@ export interface Runtime {
 
 export const ANONYMOUS_PLAN = "anonymous";
 
+/** Limits compiled without a config (the library): calendar windows in UTC. */
+export const DEFAULT_COMPILE_CONTEXT: CompileContext = { tz: "UTC" };
+
+/** A route's `charge` and `usage_fields`, which the schema already checked. */
+function compileCharge(
+  written: RouteConfig["charge"],
+  usageFields: RouteConfig["usage_fields"],
+): RouteCharge {
+  const sources = Array.isArray(written) ? written : [written];
+  if (!sources.includes("usage")) return { header: sources.includes("header"), usage: null };
+  const fields = usageFields === undefined ? { fields: DEFAULT_USAGE_FIELDS } : parseUsageFields(usageFields);
+  if ("error" in fields) throw new Error(`usage_fields passed validation with an error: ${fields.error}`);
+  return { header: sources.includes("header"), usage: fields.fields };
+}
+
+/**
+ * Whether any limit is a token budget (`unit: tokens`): then what upstreams report debits only
+ * those, and limits that count requests keep taking the route's cost. Entries that failed the
+ * schema (the checks run on the rest of a file) are skipped.
+ */
+export function hasTokenBudgets(config: {
+  plans: Config["plans"];
+  routes: readonly (RouteConfig | undefined)[];
+  clients: readonly (ClientConfig | undefined)[];
+}): boolean {
+  const isBudget = (l: LimitConfig | undefined) => l?.unit === "tokens";
+  const anyBudget = (limits: Record<string, LimitConfig> | undefined) =>
+    limits !== undefined && Object.values(limits).some(isBudget);
+  for (const plan of Object.values(config.plans)) {
+    if (plan && (isBudget(plan.global) || isBudget(plan.tenant) || anyBudget(plan.routes))) return true;
+  }
+  return config.routes.some((r) => anyBudget(r?.limits)) || config.clients.some((c) => anyBudget(c?.limits));
+}
+
 /**
  * A limit's spec, compiled by its algorithm; null for `unlimited: true`. `limit: 0` denies every
  * request whatever the algorithm.
  */
-export function compileLimit(name: string, limit: LimitConfig): LimitSpec | null {
+export function compileLimit(
+  name: string,
+  limit: LimitConfig,
+  context: CompileContext = DEFAULT_COMPILE_CONTEXT,
+): LimitSpec | null {
   if (limit.unlimited) return null;
   const spec =
     limit.limit === 0
-      ? denyEverything(name, limit.window)
-      : ALGORITHMS[limit.algorithm ?? DEFAULT_ALGORITHM].config.compile(name, limit);
-  return limit.shadow ? { ...spec, shadow: true } : spec;
+      ? denyEverything(name, limit.window, context.tz)
+      : ALGORITHMS[limit.algorithm ?? DEFAULT_ALGORITHM].config.compile(name, limit, context);
+  const unit = limit.unit === "tokens" ? { unit: "tokens" as const } : {};
+  return limit.shadow
+    ? { ...spec, ...unit, shadow: true }
+    : limit.unit === "tokens"
+      ? { ...spec, ...unit }
+      : spec;
 }
 
 const UPSTREAM_DEFAULTS = { timeout: 30_000, connect_timeout: 2000, connections: 128 };
@@ -380,9 +443,10 @@ function compilePlan(
   plan: PlanConfig,
   routesByName: ReadonlyMap<string, CompiledRoute>,
   fraction: number,
+  context: CompileContext,
 ): CompiledPlan {
-  const global = plan.global ? compileLimit(`${planName}.global`, plan.global) : null;
-  const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant) : null;
+  const global = plan.global ? compileLimit(`${planName}.global`, plan.global, context) : null;
+  const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant, context) : null;
   const shared: PlannedLimit[] = [];
   const planned = (spec: LimitSpec, by: KeyBy, tenantOnly: boolean): PlannedLimit =>
     plannedLimit(spec, fraction, by, tenantOnly);
@@ -391,7 +455,7 @@ function compilePlan(
   const own = new Map<string, PlannedLimit>();
   for (const [routeName, limit] of Object.entries(plan.routes)) {
     const route = routesByName.get(routeName);
-    const spec = route ? compileLimit(`${planName}.${routeName}`, limit) : null;
+    const spec = route ? compileLimit(`${planName}.${routeName}`, limit, context) : null;
     if (route && spec) own.set(routeName, planned(spec, compiledBy(limit.by, scopeBy(route.by)), false));
   }
   return {
@@ -434,10 +498,11 @@ function compileRouteLimits(
   routeName: string,
   limits: Config["routes"][number]["limits"],
   fraction: number,
+  context: CompileContext,
 ): PlannedLimit[] {
   const out: PlannedLimit[] = [];
   for (const [name, limit] of Object.entries(limits)) {
-    const spec = compileLimit(`${routeName}.${name}`, limit);
+    const spec = compileLimit(`${routeName}.${name}`, limit, context);
     if (spec) out.push(plannedLimit(spec, fraction, compiledBy(limit.by, ROUTE_BY), false));
   }
   return out;
@@ -509,6 +574,7 @@ export function compileRuntime(
     ]),
   );
   const fraction = config.store.local_fraction;
+  const context: CompileContext = { tz: config.calendar.tz };
   const keyed = keyedNames(config);
   const routeList: CompiledRoute[] = config.routes.map((r) => {
     const normalized = normalizeTarget(r.match.path);
@@ -523,7 +589,7 @@ export function compileRuntime(
       upstream,
       retries: r.retries ?? upstream.retries,
       by: r.by ?? "caller",
-      limits: compileRouteLimits(r.name, r.limits, fraction),
+      limits: compileRouteLimits(r.name, r.limits, fraction, context),
       keyedHeaders: reads.headers,
       keyedQuery: reads.query,
       cost: r.cost,
@@ -532,6 +598,8 @@ export function compileRuntime(
       hideCredentials: r.hide_credentials,
       ...routeTimeouts(r, upstream, longUpstream(config.upstreams[r.upstream]!)),
       rewrite: compileRewrite(normalized.matchPath, r.strip_prefix, r.rewrite?.prefix),
+      maxCost: r.max_cost,
+      charge: compileCharge(r.charge, r.usage_fields),
     };
   });
 
@@ -539,13 +607,13 @@ export function compileRuntime(
   for (const route of routeList) if (!routesByName.has(route.name)) routesByName.set(route.name, route);
   const plans = new Map<string, CompiledPlan>();
   for (const [planName, plan] of Object.entries(config.plans))
-    plans.set(planName, compilePlan(planName, plan, routesByName, fraction));
+    plans.set(planName, compilePlan(planName, plan, routesByName, fraction, context));
 
   const clientsByKeyHash = new Map<string, CompiledClient>();
   for (const c of config.clients) {
     const hash = c.key_sha256?.toLowerCase() ?? createHash("sha256").update(c.key!).digest("hex");
     const plan = c.limits
-      ? compilePlan(c.plan, overridden(config.plans[c.plan]!, c.limits), routesByName, fraction)
+      ? compilePlan(c.plan, overridden(config.plans[c.plan]!, c.limits), routesByName, fraction, context)
       : plans.get(c.plan)!;
     clientsByKeyHash.set(hash, { id: c.id, plan, tenant: c.tenant });
   }
@@ -584,6 +652,8 @@ export function compileRuntime(
       ietf: config.headers.includes("ietf"),
       legacy: config.headers.includes("legacy"),
     },
+    tokenBudgets: hasTokenBudgets(config),
+    budgetAlertAt: config.calendar.alert_at === false ? undefined : config.calendar.alert_at,
     store: {
       url: config.store.url ?? (config.store.cluster ? "redis-cluster://" : "redis-sentinel://"),
       cluster: config.store.cluster,

@@ -54,8 +54,10 @@ const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
   cooldown: "duration",
   clock_tolerance: "duration",
   interval: "duration",
+  retention: "duration",
   max_body: "size",
   error_rate: "percentage",
+  alert_at: "percentage",
 };
 
 /** Top-level keys written as a string or a mapping, whose mapping keys are listed too. */
@@ -99,6 +101,7 @@ const EXAMPLES: Record<string, string> = {
   "<limit>.shadow": "true",
   "<limit>.unlimited": "true",
   "<limit>.by": '[caller, "header:x-model"]',
+  "<limit>.unit": "tokens",
   ...Object.fromEntries(
     Object.entries(ALGORITHM_KEYS as LimitKeys).map(([key, d]) => [`<limit>.${key}`, d.example]),
   ),
@@ -107,6 +110,8 @@ const EXAMPLES: Record<string, string> = {
   "routes[].match.host": "api.example.com",
   "routes[].match.methods": "[POST]",
   "routes[].upstream": "llm",
+  "routes[].usage_fields": '["usage.total_tokens", "usage.input_tokens + usage.output_tokens"]',
+  "routes[].max_cost": "4000",
   "routes[].retries": "2",
   "routes[].by": "ip",
   "routes[].max_body": "1mb",
@@ -380,7 +385,7 @@ ${table(rows)}
 
 \`plans.<name>.global\`, \`plans.<name>.tenant\`, \`plans.<name>.routes.<route>\` and
 \`routes[].limits.<name>\` each take a limit, and so do a client's overrides of a plan's
-(\`clients[].limits.global\`, \`clients[].limits.routes.<route>\`; no \`by\` there). ${wrap(`Which keys apply depends on \`algorithm\`: ${whatEachTakes()}. \`unlimited: true\` stands alone; \`limit: 0\` denies every request.`, 80)}
+(\`clients[].limits.global\`, \`clients[].limits.routes.<route>\`; no \`by\` there). ${wrap(`Which keys apply depends on \`algorithm\`: ${whatEachTakes()}. \`unlimited: true\` stands alone; \`limit: 0\` denies every request. A \`fixed_window\` may count per calendar period: \`window: 1 day\`, \`1 week\` (from Monday) or \`1 month\`, each from 00:00 in \`calendar.tz\` (default UTC), daylight-saving days included (\`24h\` and \`1d\` stay durations).`, 80)}
 
 ${table(limitRows)}
 

@@ -9,8 +9,10 @@ import {
   type AlgorithmKeys,
   DEFAULT_ALGORITHM,
 } from "../limits/algorithms/index.js";
+import { isTimeZone } from "../limits/calendar.js";
 import { KEY_PART_FORMS, parseKeyBy } from "../limits/key-by.js";
 import { hostPatternProblem } from "../routing/host.js";
+import { suggest } from "./problems.js";
 import { duration, percent, size } from "./scalars.js";
 
 const hostPort = () =>
@@ -59,6 +61,12 @@ const listenSchema = z
     "host:port to listen on (cleartext HTTP/1.1), or { address, tls } to serve HTTPS with HTTP/2 and HTTP/1.1",
   );
 
+/** The longest usage.retention: beyond it an expiry is no longer a time Redis can be given. */
+const MAX_USAGE_RETENTION_MS = 3650 * 86_400_000;
+
+/** Where the upstream reports a request's cost (route `charge`). */
+export const CHARGE_SOURCES = ["header", "usage"] as const;
+
 const failurePolicy = z
   .enum(["open", "closed", "local"])
   .describe(
@@ -82,6 +90,7 @@ const LIMIT_KEY_ORDER = [
   "queue",
   "batch",
   "by",
+  "unit",
 ];
 
 /** Each key some algorithm takes, by its schema (limits/algorithms/ says which algorithm takes which). */
@@ -114,6 +123,12 @@ const limitKeys = {
     .optional()
     .describe(
       "what one budget is kept per: caller, tenant, ip, route, header:<name>, query:<name>, claim:<name>, segment:<n>, or a list of these (one budget per combination); default caller for plan limits, route for route limits",
+    ),
+  unit: z
+    .enum(["requests", "tokens"])
+    .optional()
+    .describe(
+      "tokens: a token budget, charged the units the upstream reports (the route's charge) beyond the route's cost taken up front; requests (default): each request takes the route's cost",
     ),
 };
 
@@ -358,6 +373,26 @@ export const routeSchema = z.strictObject({
       "limits for every caller of this route, whatever its plan, named <route>.<name>; each keyed by route (one budget shared by all callers) unless its by says otherwise",
     ),
   cost: z.number().int().min(1).default(1).describe("tokens one request takes from rate limits (default 1)"),
+  charge: z
+    .union([z.enum(CHARGE_SOURCES), z.array(z.enum(CHARGE_SOURCES)).min(1, "list header, usage or both")])
+    .default("header")
+    .describe(
+      "where the upstream says what a request cost, charged beyond cost: header (Tollgate-Cost in the response head or trailers), usage (token counts in a JSON body or an event-stream's events, read as they pass), or both (default header)",
+    ),
+  usage_fields: z
+    .union([z.string(), z.array(z.string()).min(1, "list at least one usage field")])
+    .optional()
+    .describe(
+      "where charge: usage finds the tokens, tried in order: dotted paths, or sums of them (usage.prompt_tokens + usage.completion_tokens); default the OpenAI and Anthropic fields",
+    ),
+  max_cost: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe(
+      "the most one request may cost: a token budget with less than this left refuses the request up front (it still takes only cost up front)",
+    ),
   max_body: size().optional().describe("largest request body accepted"),
   on_failure: failurePolicy.optional().describe("overrides store.on_failure for this route"),
   hide_credentials: z
@@ -560,8 +595,49 @@ export const configSchema = z
       .describe("rate-limit header styles on every response; [] sends none"),
     deny: callerList.default({ ips: [], clients: [] }),
     exempt: callerList.default({ ips: [], clients: [] }),
+    calendar: z
+      .strictObject({
+        tz: z
+          .string({ error: "expected an IANA time zone name such as UTC or Europe/Berlin" })
+          .default("UTC")
+          .superRefine((tz, ctx) => {
+            if (!isTimeZone(tz)) ctx.addIssue({ code: "custom", message: unknownTimeZone(tz) });
+          })
+          .describe(
+            "the IANA time zone calendar windows (window: 1 day, 1 week, 1 month) and usage periods start at 00:00 in, daylight-saving days included (default UTC)",
+          ),
+        alert_at: z
+          .union([percent(), z.literal(false)])
+          .default(0.8)
+          .refine(
+            (share) => share === false || (share > 0 && share <= 1),
+            "alert_at is a share of the budget: above 0% and at most 100%",
+          )
+          .describe(
+            "share of a calendar budget past which its caller is logged and counted in tollgate_budget_alerts_total, once per period (default 80%; false: never)",
+          ),
+      })
+      .prefault({})
+      .describe("how calendar periods are aligned, and when a calendar budget alerts"),
+    usage: z
+      .strictObject({
+        retention: duration()
+          .refine((ms) => ms <= MAX_USAGE_RETENTION_MS, "keep usage at most 3650d (ten years)")
+          .default(90 * 86_400_000)
+          .describe(
+            "how long the usage of a month or a day (GET /admin/usage) is kept after it ends (default 90d)",
+          ),
+      })
+      .prefault({})
+      .describe("the usage ledger: tokens and requests per caller, budget limit, calendar month and day"),
   })
   .describe("tollgate gateway configuration");
+
+/** Why a `calendar.tz` is refused, with the fix. */
+function unknownTimeZone(tz: string): string {
+  const hint = suggest(tz, Intl.supportedValuesOf("timeZone"));
+  return `unknown time zone "${tz}"${hint ? ` (did you mean "${hint}"?)` : ""}: write an IANA name such as UTC, Europe/Berlin or America/New_York`;
+}
 
 export type RawConfig = z.input<typeof configSchema>;
 export type Config = z.output<typeof configSchema>;

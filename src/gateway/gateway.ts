@@ -17,6 +17,7 @@ import { StoreErrors, storeAddress } from "../observability/store-errors.js";
 import { SustainedDenials } from "../observability/sustained.js";
 import { createPipeline } from "../proxy/pipeline.js";
 import { UpstreamPools } from "../proxy/upstreams.js";
+import type { UsageLedger } from "../usage/ledger.js";
 import { Generations } from "./generation.js";
 import {
   createAdminServer,
@@ -30,7 +31,7 @@ import {
 } from "./listeners.js";
 import { type ReloadResult, type ReloadTrigger, runtimeOf } from "./reload-decision.js";
 import { finishInFlight } from "./shutdown.js";
-import { createLocalFallbackStore, createStore, waitForStore } from "./store.js";
+import { createLocalFallbackStore, createStore, createUsage, waitForStore } from "./store.js";
 
 export type { ReloadResult, ReloadTrigger } from "./reload-decision.js";
 
@@ -58,6 +59,8 @@ export class Gateway {
   readonly logger: Logger;
   readonly metrics = new Metrics();
   private readonly store: Store;
+  /** Tokens and requests per caller and period, beside the store; outlives reloads. */
+  private readonly usage: UsageLedger;
   /** Store failures in an operator's words, with the cause of the last failed connection. */
   private readonly storeErrors: StoreErrors;
   /** The local fallback store outlives reloads: an outage does not restart its counting. */
@@ -102,9 +105,18 @@ export class Gateway {
     this.pools.retain(runtime.upstreams);
     // The store's address cannot change without a restart (config/restart.ts).
     this.storeErrors = new StoreErrors(storeAddress(runtime.store));
-    this.store = createStore(runtime, logger, this.metrics, this.storeErrors);
+    const created = createStore(runtime, logger, this.metrics, this.storeErrors);
+    this.store = created.store;
+    this.usage = createUsage(
+      created.ledger,
+      () => this.generations.current.runtime,
+      logger,
+      this.metrics,
+      this.storeErrors,
+    );
     this.generations = new Generations(runtime, {
       store: this.store,
+      usage: this.usage,
       local: this.localStore,
       pools: this.pools,
       metrics: this.metrics,
@@ -152,6 +164,11 @@ export class Gateway {
     return this.store;
   }
 
+  /** The usage ledger requests record into (each generation's `usage`) and /admin/usage reads. */
+  get currentUsage(): UsageLedger {
+    return this.generations.current.usage;
+  }
+
   private async listen(
     serverOptions: ProxyServerOptions,
     role: "all" | "worker" | "primary",
@@ -178,6 +195,7 @@ export class Gateway {
         runtime: () => generations.current.runtime,
         store: () => this.store,
         limiter: () => generations.current.limiter,
+        usage: () => this.usage,
         metrics: this.metrics,
         metricsText,
         reload: () => this.reload("admin"),

@@ -14,6 +14,7 @@ import type { Store } from "../limits/stores/contract.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Generation } from "../proxy/context.js";
 import type { UpstreamPools } from "../proxy/upstreams.js";
+import type { UsageLedger } from "../usage/ledger.js";
 import {
   decideReload,
   type ReloadDecision,
@@ -32,9 +33,14 @@ function watchedFiles(rt: Runtime): string[] {
   return files;
 }
 
+/** A generation as the gateway builds it: with the usage ledger the request path records into. */
+export type GatewayGeneration = Generation<Limiter> & { readonly usage: UsageLedger };
+
 export interface GenerationDeps {
   /** The shared store; it outlives generations (its address only changes with a restart). */
   store: Store;
+  /** The usage ledger (src/usage/); like the store it outlives generations, each exposing it as `usage`. */
+  usage: UsageLedger;
   /** The local fallback's store; it outlives generations so an outage keeps its counting. */
   local: LocalDecider;
   pools: UpstreamPools;
@@ -47,7 +53,7 @@ export interface GenerationDeps {
 }
 
 export class Generations {
-  private generation: Generation<Limiter>;
+  private generation: GatewayGeneration;
   private reloading: Promise<ReloadResult> | null = null;
   private watcher: ConfigWatcher | undefined;
 
@@ -59,11 +65,11 @@ export class Generations {
   }
 
   /** Read once per request (the proxy) or per admin call, and kept to its end. */
-  get current(): Generation<Limiter> {
+  get current(): GatewayGeneration {
     return this.generation;
   }
 
-  private build(runtime: Runtime): Generation<Limiter> {
+  private build(runtime: Runtime): GatewayGeneration {
     const limiter = createGatewayLimiter({
       store: this.deps.store,
       prefix: runtime.store.prefix,
@@ -72,7 +78,7 @@ export class Generations {
       // In-process state needs no cache in front of it; a shared store does.
       denyCache: this.deps.store.kind === "redis",
     });
-    return Object.freeze({ runtime, limiter });
+    return Object.freeze({ runtime, limiter, usage: this.deps.usage });
   }
 
   /**

@@ -3,6 +3,7 @@
 // and the breaker metric. Adding a store adds its branch here.
 import type { Logger } from "pino";
 import type { Runtime } from "../config/compile.js";
+import { StoreError } from "../errors.js";
 import { BreakerStore } from "../limits/breaker.js";
 import type { LocalDecider } from "../limits/local-fallback.js";
 import type { Store } from "../limits/stores/contract.js";
@@ -10,6 +11,12 @@ import { MemoryStore } from "../limits/stores/memory.js";
 import { RedisStore } from "../limits/stores/redis/store.js";
 import type { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
+import {
+  createUsageLedger,
+  type LedgerSettings,
+  type LedgerStore,
+  type UsageLedger,
+} from "../usage/ledger.js";
 
 /** Most keys the local fallback (on_failure: local) holds; it only covers outages. */
 const LOCAL_FALLBACK_MAX_KEYS = 100_000;
@@ -20,13 +27,19 @@ const STARTUP_STORE_WAIT_MS = 1000;
 /** A down Redis errors on every reconnect attempt; once every 5 s is enough to notice. */
 const STORE_ERROR_LOG_INTERVAL_MS = 5000;
 
+/** The store, and where the usage ledger keeps its totals: on the store's connection, or in-process. */
+export interface GatewayStore {
+  store: Store;
+  ledger: LedgerStore;
+}
+
 export function createStore(
   rt: Runtime,
   logger: Logger,
   metrics: Metrics,
   errors = new StoreErrors(storeAddress(rt.store)),
-): Store {
-  if (rt.store.url.startsWith("memory://")) return new MemoryStore();
+): GatewayStore {
+  if (rt.store.url.startsWith("memory://")) return { store: new MemoryStore(), ledger: { kind: "memory" } };
   let lastLogged = 0;
   const redis = new RedisStore({
     url: rt.store.cluster || rt.store.sentinel ? undefined : rt.store.url,
@@ -49,7 +62,10 @@ export function createStore(
   });
   redis.client.on("ready", () => errors.connected());
   const b = rt.config.store.breaker;
-  return new BreakerStore(
+  // The ledger shares the connection but not the breaker: a record is never on a request's
+  // critical path, and a failed one is counted (createUsage) rather than answered.
+  const ledger: LedgerStore = { kind: "redis", client: redis.client, timeoutMs: rt.store.timeoutMs };
+  const store = new BreakerStore(
     redis,
     {
       errorRate: b.error_rate,
@@ -67,6 +83,44 @@ export function createStore(
       );
     },
   );
+  return { store, ledger };
+}
+
+/** What the usage ledger reads from a runtime: the store's prefix, the calendar's zone, the retention. */
+export function usageSettings(rt: Runtime): LedgerSettings {
+  return { prefix: rt.store.prefix, tz: rt.config.calendar.tz, retentionMs: rt.config.usage.retention };
+}
+
+/**
+ * The usage ledger over `ledger`, reading the current runtime's settings at each call. A record
+ * that fails is counted in tollgate_store_errors_total{reason} when the store failed, and logged
+ * at most every STORE_ERROR_LOG_INTERVAL_MS with how many were lost since the last line: the
+ * request path only calls record() and never hears of it.
+ */
+export function createUsage(
+  ledger: LedgerStore,
+  runtime: () => Runtime,
+  logger: Logger,
+  metrics: Metrics,
+  errors: StoreErrors,
+): UsageLedger {
+  let lastLogged = 0;
+  let lost = 0;
+  return createUsageLedger(ledger, {
+    settings: () => usageSettings(runtime()),
+    onError: (err) => {
+      if (err instanceof StoreError) metrics.storeErrors.labels(err.reason).inc();
+      lost++;
+      const now = Date.now();
+      if (now - lastLogged < STORE_ERROR_LOG_INTERVAL_MS) return;
+      lastLogged = now;
+      logger.warn(
+        { problem: err instanceof StoreError ? errors.describe(err) : err.message, records_lost: lost },
+        "usage not recorded",
+      );
+      lost = 0;
+    },
+  });
 }
 
 /**

@@ -62,6 +62,8 @@ export const PROBLEMS = {
   bad_limit: { status: 400, title: "Bad Request", type: `${OWN}bad-limit` },
   /** No limit of that name in the running config (plans' limits and routes' `limits`). */
   unknown_limit: { status: 404, title: "Not Found", type: `${OWN}unknown-limit` },
+  /** A usage query (`/admin/usage`) with a period, `by`, cursor or page size it cannot read. */
+  bad_usage_query: { status: 400, title: "Bad Request", type: `${OWN}bad-usage-query` },
   /** POST /admin/reload refused the file; the previous config keeps serving. */
   config_refused: { status: 400, title: "Bad Request", type: `${OWN}config-refused` },
   /** An admin read or reset met a store that is down or refusing. */

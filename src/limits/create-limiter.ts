@@ -21,7 +21,7 @@ import { type LimitCheck, type LimitSpec, quota, type StoreDecision } from "./sp
 import type { LimitStore } from "./stores/contract.js";
 
 // Each algorithm's definition shapes are its own (algorithms/); the library names them here.
-export type { DurationString, RateString } from "./algorithms/algorithm.js";
+export type { CalendarWindowString, DurationString, RateString } from "./algorithms/algorithm.js";
 export type {
   ConcurrencyLimit,
   LeakyBucketLimit,

@@ -1,5 +1,6 @@
 // The deny cache: once the store has said a limit denies a request of cost c until T, this
-// instance denies requests of cost ≥ c on that limit locally until T, with no store call. A
+// instance denies requests of cost ≥ c on that limit locally until T, with no store call (for a
+// token budget under max_cost, c is what it must fit: its `need`). A
 // caller hammering far past its limit then costs nothing but this map lookup.
 //
 // Why it never denies what the store would allow (the argument; test/unit/deny-cache.test.ts
@@ -58,7 +59,9 @@ export class DenyCache {
       if (o.allowed || c.spec.shadow || c.spec.algorithm === "concurrency" || o.retryAfterMs <= 0) continue;
       const entry: Entry = {
         untilMs: sentAtMs + o.retryAfterMs,
-        cost: c.cost,
+        // What was asked: a token budget under max_cost must fit `need`, and its retry-after is
+        // when `need` fits; a request asking less may fit earlier.
+        cost: c.need ?? c.cost,
         remaining: o.remaining,
         resetAtMs: sentAtMs + o.resetMs,
       };
@@ -84,7 +87,7 @@ export class DenyCache {
         this.entries.delete(c.key);
         continue;
       }
-      if (c.cost < entry.cost || c.spec.shadow || c.spec.algorithm === "concurrency") continue;
+      if ((c.need ?? c.cost) < entry.cost || c.spec.shadow || c.spec.algorithm === "concurrency") continue;
       violated ??= [];
       violated.push({
         index: i,

@@ -20,7 +20,7 @@ export function keyPart(id: string): string {
 const ID_MAX = 48;
 
 /** A client id or tenant in a key: escaped (keyPart), or hashed when that is longer than ID_MAX. */
-function idPart(id: string): string {
+export function idPart(id: string): string {
   const part = keyPart(id);
   return part.length <= ID_MAX ? part : hashed(id);
 }

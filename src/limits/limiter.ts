@@ -81,20 +81,27 @@ export class Limiter {
   }
 
   /**
-   * Debits `extraUnits` more from the limits a request was admitted under (the upstream's
-   * Tollgate-Cost beyond the route's cost). Resolves either way: a failed debit is reported,
-   * never turned into a failed response.
+   * Debits `extraUnits` more from the limits a request was admitted under (what the upstream
+   * reported beyond the route's cost): every one of them, or only its token budgets (`unit:
+   * tokens`) when the config has any. `charged` is aligned with `checks` (undefined: not
+   * charged). Resolves either way: a failed debit is reported, never turned into a failed
+   * response.
    */
   async postCharge(
     checks: readonly LimitCheck[],
     extraUnits: number,
-  ): Promise<{ ok: true; charged: ChargedLimit[] } | { ok: false; reason: DegradedReason }> {
+    which: "all" | "tokens" = "all",
+  ): Promise<{ ok: true; charged: (ChargedLimit | undefined)[] } | { ok: false; reason: DegradedReason }> {
+    const charging = which === "all" ? checks : checks.filter((c) => c.spec.unit === "tokens");
+    if (charging.length === 0) return { ok: true, charged: checks.map(() => undefined) };
     try {
       const charged = await this.store.charge(
         // Spelled out: a spread plus a key the check may lack takes V8's slow path.
-        checks.map((c) => ({ key: c.key, spec: c.spec, cost: extraUnits, leaseId: c.leaseId })),
+        charging.map((c) => ({ key: c.key, spec: c.spec, cost: extraUnits, leaseId: c.leaseId })),
       );
-      return { ok: true, charged };
+      if (charging === checks) return { ok: true, charged };
+      let j = 0;
+      return { ok: true, charged: checks.map((c) => (c.spec.unit === "tokens" ? charged[j++] : undefined)) };
     } catch (err) {
       return { ok: false, reason: storeFailureReason(err) };
     }
@@ -121,18 +128,21 @@ export function limitChecks(
   prefix: string,
   planned: readonly PlannedLimit[],
   caller: Caller,
-  route: Pick<LimitedRoute, "name" | "cost">,
+  route: Pick<LimitedRoute, "name" | "cost" | "maxCost">,
   request?: KeyedRequest,
 ): LimitCheck[] {
   const checks: LimitCheck[] = [];
   const cost = route.cost;
+  const need = route.maxCost !== undefined && route.maxCost > cost ? route.maxCost : undefined;
   for (const p of planned) {
     if (!binds(p, caller)) continue;
     const key = requestLimitKey(prefix, p.by, p.spec.name, caller, route.name, request);
     checks.push(
       !isRateLimit(p.spec)
         ? { key, spec: p.spec, cost, leaseId: nextLeaseId() }
-        : { key, spec: p.spec, cost },
+        : need !== undefined && p.spec.unit === "tokens"
+          ? { key, spec: p.spec, cost, need }
+          : { key, spec: p.spec, cost },
     );
   }
   return checks;

@@ -42,6 +42,8 @@ export interface PlannedLimit extends CompiledLimit {
 export interface LimitedRoute {
   readonly name: string;
   readonly cost: number;
+  /** `max_cost`: what a token budget must have left to admit a request; undefined: its cost. */
+  readonly maxCost?: number | undefined;
   readonly onFailure: FailurePolicy;
   readonly limits: readonly PlannedLimit[];
 }

@@ -7,6 +7,11 @@ export interface SpecBase {
   name: string;
   /** Evaluated and counted, never denies (rolling out a new limit). */
   shadow?: boolean;
+  /**
+   * `tokens`: a token budget, charged the units the upstream reports (route `charge`); absent:
+   * the limit counts requests (each takes the route's cost).
+   */
+  unit?: "tokens";
 }
 
 export type {
@@ -26,6 +31,11 @@ export interface LimitCheck {
   leaseId?: string;
   /** A batched token bucket refilling its reservation: take up to this many, at least `cost`. */
   batch?: number;
+  /**
+   * A token budget under a route's `max_cost`: allowed only if this many units would be, though
+   * it takes only `cost` (the rest is charged when the upstream reports it). Greater than cost.
+   */
+  need?: number;
 }
 
 /** What a store says about one limit of a request. */

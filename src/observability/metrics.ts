@@ -40,6 +40,10 @@ export class Metrics {
   readonly authFailures: Counter<"reason">;
   private readonly nearLimit: Counter<"route">;
   private readonly nearLimitChildren = new Map<string, { inc(): void }>();
+  private readonly chargedUnits: Counter<"route">;
+  private readonly chargedChildren = new Map<string, { inc(units: number): void }>();
+  /** Callers passing `calendar.alert_at` of a calendar budget, once per caller, limit and period. */
+  readonly budgetAlerts: Counter<"limit">;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "tollgate_" });
@@ -112,6 +116,18 @@ export class Metrics {
     });
     for (const reason of ["unknown_key", "ambiguous_key", "invalid_jwt", "malformed_credential", "throttled"])
       this.authFailures.labels(reason).inc(0);
+    this.chargedUnits = new Counter({
+      name: "tollgate_charged_units_total",
+      help: "Units charged to the limits of admitted requests, by route: each request's cost, plus what its upstream reported beyond it (tokens, Tollgate-Cost).",
+      labelNames: ["route"],
+      registers: [this.registry],
+    });
+    this.budgetAlerts = new Counter({
+      name: "tollgate_budget_alerts_total",
+      help: "Callers that passed calendar.alert_at of a calendar budget, counted once per caller, limit and period.",
+      labelNames: ["limit"],
+      registers: [this.registry],
+    });
     this.nearLimit = new Counter({
       name: "tollgate_near_limit_total",
       help: "Admitted requests that left less than 20 % of one of their limits.",
@@ -170,6 +186,15 @@ export class Metrics {
       this.upstreamChildren.set(upstream, child);
     }
     child.observe(seconds);
+  }
+
+  countCharged(route: string, units: number): void {
+    let child = this.chargedChildren.get(route);
+    if (!child) {
+      child = this.chargedUnits.labels(route);
+      this.chargedChildren.set(route, child);
+    }
+    child.inc(units);
   }
 
   countNearLimit(route: string): void {

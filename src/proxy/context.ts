@@ -11,6 +11,7 @@ import type { Peer } from "../identity/peer.js";
 import type { Limiter } from "../limits/limiter.js";
 import { type Metrics, NO_ROUTE, type RequestDecision } from "../observability/metrics.js";
 import type { SustainedDenials } from "../observability/sustained.js";
+import type { UsageLedger } from "../usage/ledger.js";
 import type { Handshake } from "./upgrade.js";
 
 /** What a request asks of the limiter: a decision, and a post-charge once the upstream answered. */
@@ -24,7 +25,12 @@ export type RequestLimiter = Pick<Limiter, "check" | "postCharge">;
 export interface Generation<L extends RequestLimiter = RequestLimiter> {
   readonly runtime: Runtime;
   readonly limiter: L;
+  /** Where budgeted requests record their usage (src/usage/ledger.ts); absent: nowhere. */
+  readonly usage?: UsageRecorder;
 }
+
+/** What the request path asks of the usage ledger. */
+export type UsageRecorder = Pick<UsageLedger, "record"> & Partial<Pick<UsageLedger, "claimAlert">>;
 
 /** Clocks, injected so the stages can be driven without the wall clock. */
 export interface Clock {

@@ -34,6 +34,7 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
     requestId: ctx.requestId,
     keyHeader: rt.identity.header,
     hidden: route.hideCredentials ? hiddenCredentials(rt, req, ctx.credentialHeader) : undefined,
+    identityEncoding: route.charge.usage !== null,
     identity: {
       client: caller.kind === "client" ? caller.id : undefined,
       tenant: caller.kind === "client" ? caller.tenant : undefined,

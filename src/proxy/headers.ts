@@ -88,6 +88,12 @@ export interface ForwardingContext {
   keyHeader: string;
   /** Headers to drop (lower case): the caller's credential under `hide_credentials`. */
   hidden?: readonly string[] | undefined;
+  /**
+   * The body must come back readable (the route reads token usage from it): whatever the client
+   * asked, the upstream is asked for `Accept-Encoding: identity`, and no spelling of the
+   * client's own (`Accept_Encoding`, which some servers fold onto it) reaches it.
+   */
+  identityEncoding?: boolean | undefined;
 }
 
 /**
@@ -112,8 +118,10 @@ export function upstreamRequestHeaders(
     if (lower === "expect") continue;
     if (lower.includes("_") && foldsOntoOwned(lower, ctx.keyHeader)) continue;
     if (ctx.hidden?.includes(lower)) continue;
+    if (ctx.identityEncoding && lower.replaceAll("_", "-") === "accept-encoding") continue;
     out.push(name, rawHeaders[i + 1]!);
   }
+  if (ctx.identityEncoding) out.push("accept-encoding", "identity");
   const priorFor = ctx.forwardedFor;
   out.push("host", ctx.upstreamHost);
   out.push("x-forwarded-for", priorFor ? `${priorFor}, ${ctx.peer}` : ctx.peer);

@@ -6,11 +6,16 @@ export const MAX_POST_CHARGE = 1_000_000;
 const CAP_DIGITS = String(MAX_POST_CHARGE).length;
 
 export function extraUnits(header: string | string[] | undefined, preCharged: number): number {
-  if (header === undefined) return 0;
+  const total = reportedUnits(header);
+  return total === undefined ? 0 : Math.max(0, total - preCharged);
+}
+
+/** What `Tollgate-Cost` (in the head or the trailers) says the request cost; undefined: nothing usable. */
+export function reportedUnits(header: string | string[] | undefined): number | undefined {
+  if (header === undefined) return undefined;
   const text = (Array.isArray(header) ? header[0] : header)?.trim() ?? "";
   // ASCII digits only (no sign, no exponent); leading zeros do not count towards the length.
-  if (!/^\d+$/.test(text)) return 0;
+  if (!/^\d+$/.test(text)) return undefined;
   const digits = text.replace(/^0+(?=\d)/, "");
-  const total = digits.length > CAP_DIGITS ? MAX_POST_CHARGE : Math.min(Number(digits), MAX_POST_CHARGE);
-  return Math.max(0, total - preCharged);
+  return digits.length > CAP_DIGITS ? MAX_POST_CHARGE : Math.min(Number(digits), MAX_POST_CHARGE);
 }

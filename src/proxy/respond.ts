@@ -27,6 +27,9 @@ export function refuse(env: RespondEnv, ctx: RequestContext, refusal: Refusal): 
   answer(env, ctx, refusal.decision, problem, headers);
 }
 
+/** From this wait on, a 429 also names the instant it ends (`retry_at`). */
+const LONG_WAIT_SECONDS = 3600;
+
 /** A limit denied the request: 429 with Retry-After, the rate-limit headers and what denied it. */
 export function tooMany(env: RespondEnv, ctx: RequestContext, decision: DeniedDecision): void {
   const headers = ctx.responseHeaders;
@@ -43,12 +46,19 @@ export function tooMany(env: RespondEnv, ctx: RequestContext, decision: DeniedDe
     described += (i ? "; " : "") + v.limit.description;
     names.push(v.spec.name);
   }
+  // A budget that resets in hours or days (a calendar month) also says when, as an instant, to
+  // the nearest second: the store decided a moment before this clock's now.
+  const retryAt =
+    retryAfter >= LONG_WAIT_SECONDS
+      ? new Date(Math.round((env.clock.now() + decision.retryAfterMs) / 1000) * 1000).toISOString()
+      : undefined;
   const problem = problemFor(
     "quota_exceeded",
-    `Rate limit exceeded: ${described}. Retry in ${retryAfter} s.`,
+    `Rate limit exceeded: ${described}. Retry in ${retryAfter} s${retryAt ? ` (at ${retryAt})` : ""}.`,
   );
   problem["violated-policies"] = names;
   problem.retry_after_seconds = retryAfter;
+  if (retryAt) problem.retry_at = retryAt;
   answer(env, ctx, "limited", problem, headers);
 }
 

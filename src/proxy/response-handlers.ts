@@ -1,12 +1,12 @@
 // Per-response work, as handlers layered around a forward or a tunnel (the way undici layers
 // interceptors around a dispatch): the innermost ends the request (metrics, the log line); the
-// ones around it give back concurrency leases and post-charge what the upstream says the request
-// cost. Each is added only when the request needs it, so a plain request carries one handler.
+// ones around it give back concurrency leases and charge what the upstream says the request
+// cost (charge.ts). Each is added only when the request needs it, so a plain request carries one handler.
 import type { IncomingHttpHeaders } from "node:http";
-import { rateLimitHeaders } from "../http/ratelimit-headers.js";
-import type { AllowedDecision, AppliedLimit, StoreResult } from "../limits/decision.js";
+import type { AllowedDecision, StoreResult } from "../limits/decision.js";
+import { budgetReporter } from "./budget-usage.js";
+import { ChargeReported } from "./charge.js";
 import type { Admitted, ProxyEnv, RequestContext } from "./context.js";
-import { extraUnits } from "./post-charge.js";
 import { complete, roundMs } from "./respond.js";
 import type { ForwardHandler, ForwardResult } from "./stream.js";
 
@@ -80,59 +80,6 @@ export function releaseLeases(
   });
 }
 
-/**
- * Debits what the upstream's `Tollgate-Cost` says the request cost beyond the route's cost,
- * before the client sees the response, with the limiter of the request's own generation; the
- * client's rate-limit headers then say what is left after the real cost. Only requests decided
- * by the shared store are post-charged.
- */
-export class PostCharge implements ForwardHandler {
-  constructor(
-    private readonly next: ForwardHandler,
-    private readonly env: HandlerEnv,
-    private readonly ctx: Admitted,
-    private readonly decision: AllowedDecision,
-  ) {}
-
-  onResponseHead(headers: IncomingHttpHeaders): Promise<unknown> | null {
-    const held = this.next.onResponseHead(headers);
-    const extra = extraUnits(headers["tollgate-cost"], this.ctx.route.cost);
-    if (extra === 0) return held;
-    const charging = this.charge(extra);
-    return held ? Promise.all([held, charging]) : charging;
-  }
-
-  onDone(result: ForwardResult): void {
-    this.next.onDone(result);
-  }
-
-  private charge(extra: number): Promise<void> {
-    const { env, ctx, decision } = this;
-    return ctx.gen.limiter.postCharge(decision.checks, extra).then((r) => {
-      if (r.ok) {
-        // The client sees what is left after the real cost, not before it.
-        const after: AppliedLimit[] = decision.applied.map((a, i) => ({
-          limit: a.limit,
-          spec: a.spec,
-          outcome: {
-            allowed: a.outcome.allowed,
-            remaining: r.charged[i]!.remaining,
-            resetMs: r.charged[i]!.resetMs,
-            retryAfterMs: a.outcome.retryAfterMs,
-          },
-        }));
-        rateLimitHeaders(after, ctx.gen.runtime.headerStyles, env.clock.now(), ctx.responseHeaders);
-        return;
-      }
-      env.metrics.storeErrors.labels(r.reason).inc();
-      env.logger.warn(
-        { request_id: ctx.requestId, units: extra, reason: r.reason },
-        "post-charge not recorded",
-      );
-    });
-  }
-}
-
 /** The handlers a forwarded (or tunnelled) request ends through, innermost first. */
 export function responseHandler(
   env: HandlerEnv,
@@ -143,6 +90,7 @@ export function responseHandler(
   let handler: ForwardHandler = new EndRequest(env, ctx, !tunnelled);
   if (decision?.release) handler = new ReleaseLeases(handler, env, ctx, decision.release);
   // Only requests decided by the shared store are post-charged there; a tunnel has no cost header.
-  if (decision && !decision.degraded && !tunnelled) handler = new PostCharge(handler, env, ctx, decision);
+  if (decision && !decision.degraded && !tunnelled)
+    handler = new ChargeReported(handler, env, ctx, decision, budgetReporter(env, ctx, decision));
   return handler;
 }

@@ -32,6 +32,14 @@ export interface ForwardHandler {
    * the debit is committed before the client sees the response.
    */
   onResponseHead(headers: IncomingHttpHeaders): Promise<unknown> | null;
+  /** Each body chunk, as it arrives from the upstream (usage meters read it in passing). */
+  onResponseData?(chunk: Buffer): void;
+  /**
+   * The upstream's response ended, with its trailers (`{}` for none), before the client's
+   * response ends; a promise holds that end until it settles: a charge read from the body or
+   * the trailers is then recorded before the client can send its next request.
+   */
+  onResponseEnd?(trailers: IncomingHttpHeaders): Promise<unknown> | null;
   /** Called once: the response is complete, it failed, or the client went away. */
   onDone(result: ForwardResult): void;
 }
@@ -171,11 +179,22 @@ export function streamUpstream(f: ForwardRequest): void {
   // upstream response already ended.
   let held: Buffer[] | null = null;
   let tooLarge = false;
-  let endedWhileHeld = false;
-  const endResponse = () => {
+  let endedWhileHeld: IncomingHttpHeaders | null = null;
+  const closeResponse = () => {
     res.end();
     res.off("close", onClientClose);
     finish({ status });
+  };
+  const endResponse = (trailers: IncomingHttpHeaders) => {
+    const hold = f.handler.onResponseEnd?.(trailers);
+    if (!hold) {
+      closeResponse();
+      return;
+    }
+    void hold.finally(() => {
+      // The client left, or the deadline cut the response, meanwhile: already finished.
+      if (!done && !res.destroyed) closeResponse();
+    });
   };
 
   // The attempt in flight: its target, whether it got a connection (onRequestStart), its number
@@ -215,11 +234,12 @@ export function streamUpstream(f: ForwardRequest): void {
         const chunks = held ?? [];
         held = null;
         for (const chunk of chunks) res.write(chunk);
-        if (endedWhileHeld) endResponse();
+        if (endedWhileHeld) endResponse(endedWhileHeld);
         else c.resume();
       });
     },
     onResponseData(c, chunk) {
+      f.handler.onResponseData?.(chunk);
       if (held) {
         held.push(chunk);
         return;
@@ -229,12 +249,12 @@ export function streamUpstream(f: ForwardRequest): void {
         res.once("drain", resume);
       }
     },
-    onResponseEnd() {
+    onResponseEnd(_c, trailers) {
       if (held) {
-        endedWhileHeld = true;
+        endedWhileHeld = trailers ?? {};
         return;
       }
-      endResponse();
+      endResponse(trailers ?? {});
     },
     onResponseError(_c, err) {
       if (!retriedElsewhere(err)) fail(err);

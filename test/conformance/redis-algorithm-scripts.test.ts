@@ -4,6 +4,7 @@
 // the best-effort refund), never read as some other algorithm.
 import { describe, expect, it } from "vitest";
 import { ALGORITHMS } from "../../src/limits/algorithms/index.js";
+import { periodAt } from "../../src/limits/calendar.js";
 import type { LimitSpec } from "../../src/limits/spec.js";
 import {
   CHARGE_SCRIPT,
@@ -23,7 +24,18 @@ const SPECS: LimitSpec[] = [
   { algorithm: "sliding_window_counter", name: "t.swc", limit: 5, windowMs: 60_000 },
   { algorithm: "leaky_bucket", name: "t.lb", queue: 4, intervalMs: 1000 },
   { algorithm: "concurrency", name: "t.c", maxInFlight: 5, leaseMs: 60_000 },
+  {
+    algorithm: "fixed_window",
+    name: "t.fwc",
+    limit: 5,
+    windowMs: 86_400_000,
+    calendar: { unit: "day", tz: "America/New_York" },
+  },
 ];
+
+/** A spec's name in a test's title: its algorithm, and whether it is a calendar window. */
+const label = (spec: LimitSpec) =>
+  "calendar" in spec && spec.calendar ? `${spec.algorithm} (calendar)` : spec.algorithm;
 
 const evalScript = (script: string, keys: string[], args: (string | number)[]) =>
   env.redis.client.call("EVAL", script, keys.length, ...keys, ...args);
@@ -39,18 +51,18 @@ async function remaining(key: string, spec: LimitSpec, now: number): Promise<num
   const reply = (await evalScript(
     PEEK_SCRIPT,
     [key],
-    [now, algorithm.code, ...algorithm.scriptParams(spec)],
+    [now, algorithm.code, ...algorithm.scriptParams(spec, now)],
   )) as number[];
   return reply[0]!;
 }
 
 describe("the scripts dispatch each limit to its algorithm", () => {
-  it.each(SPECS.map((s) => [s.algorithm, s] as const))(
+  it.each(SPECS.map((s) => [label(s), s] as const))(
     "%s: a refund gives back what a check took",
     async (_name, spec) => {
       const key = freshKey(spec.name);
       const algorithm = ALGORITHMS[spec.algorithm];
-      const [p1, p2] = algorithm.scriptParams(spec);
+      const [p1, p2] = algorithm.scriptParams(spec, Date.now());
       const cost = spec.algorithm === "concurrency" ? "lease-1" : 2;
       const now = await redisNow();
       const full = await remaining(key, spec, now);
@@ -102,11 +114,11 @@ describe("a key holding another algorithm's kind of state", () => {
   // A limit's algorithm changed on a reload, or a client override replaced it under the same
   // name: a string where a sorted set is read, or the reverse. Every check failed with WRONGTYPE
   // and was answered by the failure policy (open: unlimited, and the breaker opened for all).
-  it.each(SPECS.map((s) => [s.algorithm, s] as const))(
+  it.each(SPECS.map((s) => [label(s), s] as const))(
     "%s: checked and charged as a fresh limit, its key rewritten with its own kind",
     async (_name, spec) => {
       const algorithm = ALGORITHMS[spec.algorithm];
-      const [p1, p2] = algorithm.scriptParams(spec);
+      const [p1, p2] = algorithm.scriptParams(spec, Date.now());
       const cost = spec.algorithm === "concurrency" ? "lease-1" : 2;
       const zsetState = spec.algorithm === "sliding_window" || spec.algorithm === "concurrency";
       const seed = async (key: string) => {
@@ -143,7 +155,7 @@ describe("a key holding another algorithm's kind of state", () => {
     // A cost that is not a number is refused as before, not swallowed by the stale-state guard.
     const spec = SPECS[1]!;
     const algorithm = ALGORITHMS[spec.algorithm];
-    const [p1, p2] = algorithm.scriptParams(spec);
+    const [p1, p2] = algorithm.scriptParams(spec, Date.now());
     await expect(
       evalScript(
         CHECK_SCRIPT,
@@ -151,5 +163,46 @@ describe("a key holding another algorithm's kind of state", () => {
         [1, "", await redisNow(), 1, 0, "", algorithm.code, p1, p2, "x"],
       ),
     ).rejects.toThrow();
+  });
+});
+
+describe("a calendar window decides at the script's own clock", () => {
+  // The gateway sends the starts of four periods around its estimate of Redis's clock; the script
+  // counts in the one that holds its own now, however far off the estimate (within a period).
+  const spec: LimitSpec = {
+    algorithm: "fixed_window",
+    name: "t.cal",
+    limit: 5,
+    windowMs: 86_400_000,
+    calendar: { unit: "day", tz: "Europe/Berlin" },
+  };
+  const algorithm = ALGORITHMS[spec.algorithm];
+
+  it.each([
+    ["20 hours behind", -20 * 3_600_000],
+    ["exact", 0],
+    ["20 hours ahead", 20 * 3_600_000],
+  ])("an estimate %s: the period of Redis's TIME", async (_name, skewMs) => {
+    const key = freshKey("cal-skew");
+    const [p1, p2] = algorithm.scriptParams(spec, Date.now() + skewMs);
+    // "" for now: the script reads Redis's clock.
+    const decided = (await evalScript(
+      CHECK_SCRIPT,
+      [key],
+      [1, "", "", 1, 0, "", algorithm.code, p1, p2, 1],
+    )) as (string | number)[];
+    const clock = Number(decided[0]);
+    const { start, end } = periodAt(clock, "day", "Europe/Berlin");
+    expect(decided.slice(1, 6)).toEqual([1, 1, 1, 4, Math.ceil(end - clock)]);
+    expect(Number((await env.redis.client.get(key))!.split(" ")[0])).toBe(start);
+  });
+
+  it("period starts that do not reach its clock fail the script, which writes nothing", async () => {
+    const key = freshKey("cal-range");
+    const [p1, p2] = algorithm.scriptParams(spec, Date.now() - 5 * 86_400_000);
+    await expect(
+      evalScript(CHECK_SCRIPT, [key], [1, "", "", 1, 0, "", algorithm.code, p1, p2, 1]),
+    ).rejects.toThrow("TOLLGATE_CALENDAR_RANGE");
+    expect(await env.redis.client.exists(key)).toBe(0);
   });
 });

@@ -337,6 +337,56 @@ describe("RedisStore specifics", () => {
       { numRuns: 60 },
     );
   });
+
+  it("decides calendar windows exactly as the memory store, across period ends and daylight-saving days", async () => {
+    const redisStore = await newStore();
+    const specArb = fc
+      .record({
+        limit: fc.integer({ min: 1, max: 12 }),
+        unit: fc.constantFrom("day" as const, "week" as const, "month" as const),
+        tz: fc.constantFrom("UTC", "America/New_York", "Europe/Berlin", "America/Santiago"),
+      })
+      .map(
+        (s): LimitSpec => ({
+          algorithm: "fixed_window",
+          name: `p.cal.${s.unit}`,
+          limit: s.limit,
+          windowMs: 86_400_000,
+          calendar: { unit: s.unit, tz: s.tz },
+        }),
+      );
+    // Steps of up to 8 hours from the last day of October 2026 (Berlin falls back on the 25th,
+    // New York on 1 November, and a month ends), some landing exactly on a boundary.
+    const step = fc.record({
+      dtMs: fc.oneof(fc.integer({ min: 0, max: 8 * 3_600_000 }), fc.constant(0)),
+      cost: fc.integer({ min: 1, max: 4 }),
+      charge: fc.boolean(),
+      snap: fc.boolean(),
+    });
+    await fc.assert(
+      fc.asyncProperty(specArb, fc.array(step, { minLength: 1, maxLength: 25 }), async (spec, steps) => {
+        const memory = new MemoryStore({ sweepIntervalMs: 0 });
+        const key = freshKey("prop-cal");
+        let now = Date.UTC(2026, 9, 24, 12);
+        for (const s of steps) {
+          now += s.dtMs;
+          // Land on the end of the current period, or a millisecond before it.
+          if (s.snap) {
+            const [view] = await memory.peek([{ key, spec, cost: 0 }], { nowMs: now });
+            now += Math.max(0, view!.resetMs - (s.cost % 2));
+          }
+          const checks = [{ key, spec, cost: s.cost }];
+          if (s.charge) {
+            expect(await redisStore.charge(checks, { nowMs: now })).toEqual(memory.chargeSync(checks, now));
+            continue;
+          }
+          expect(await redisStore.check(checks, { nowMs: now })).toEqual(memory.checkSync(checks, now));
+        }
+        await memory.close();
+      }),
+      { numRuns: 60 },
+    );
+  });
 });
 
 async function commandCalls(command: string): Promise<number> {

@@ -302,6 +302,153 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
     });
   });
 
+  describe(`${name}: calendar windows`, () => {
+    // Each store decides at the suite's now (Redis's scripts too: the test passes it), so both
+    // must reset at exactly local 00:00 of the zone, daylight-saving days included.
+    const calendar = (unit: "day" | "week" | "month", tz: string, limit: number): WindowSpec => ({
+      algorithm: "fixed_window",
+      name: `cal.${unit}`,
+      limit,
+      windowMs: { day: 86_400_000, week: 604_800_000, month: 2_592_000_000 }[unit],
+      calendar: { unit, tz },
+    });
+    const at = Date.parse;
+    const check = (store: Store, key: string, spec: WindowSpec, nowMs: number, cost = 1) =>
+      store.check([{ key, spec, cost }], { nowMs }).then((d) => d.outcomes[0]!);
+
+    it("a month in Europe/Berlin: exhausted at 30 Nov 23:59:59.999, whole again at 1 Dec 00:00:00.000", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("cal-month");
+      const spec = calendar("month", "Europe/Berlin", 3);
+      const dec1 = at("2026-11-30T23:00:00.000Z"); // 1 Dec 00:00 CET
+      const jan1 = at("2026-12-31T23:00:00.000Z");
+      const nov10 = at("2026-11-10T12:00:00.000Z");
+      for (let i = 0; i < 3; i++) expect((await check(store, key, spec, nov10)).allowed).toBe(true);
+      expect(await check(store, key, spec, nov10)).toEqual({
+        allowed: false,
+        remaining: 0,
+        resetMs: dec1 - nov10,
+        retryAfterMs: dec1 - nov10,
+      });
+      expect(await check(store, key, spec, dec1 - 1)).toEqual({
+        allowed: false,
+        remaining: 0,
+        resetMs: 1,
+        retryAfterMs: 1,
+      });
+      expect(await check(store, key, spec, dec1)).toEqual({
+        allowed: true,
+        remaining: 2,
+        resetMs: jan1 - dec1,
+        retryAfterMs: 0,
+      });
+      // A second instance sees the same December.
+      expect(await check(await h.store(), key, spec, dec1 + 5, 2)).toMatchObject({
+        allowed: true,
+        remaining: 0,
+      });
+      expect((await check(store, key, spec, jan1 - 1)).allowed).toBe(false);
+    });
+
+    it("a day in America/New_York on 2026-11-01 lasts 25 hours: the budget lasts until local midnight", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("cal-day-fall");
+      const spec = calendar("day", "America/New_York", 2);
+      const start = at("2026-11-01T04:00:00.000Z"); // 00:00 EDT
+      const end = at("2026-11-02T05:00:00.000Z"); // 00:00 EST, 25 h later
+      expect(await check(store, key, spec, start, 2)).toEqual({
+        allowed: true,
+        remaining: 0,
+        resetMs: 25 * 3_600_000,
+        retryAfterMs: 0,
+      });
+      // 24 hours on, a rolling day would have reset: the calendar day has an hour to go.
+      expect(await check(store, key, spec, start + 24 * 3_600_000)).toEqual({
+        allowed: false,
+        remaining: 0,
+        resetMs: 3_600_000,
+        retryAfterMs: 3_600_000,
+      });
+      expect((await check(store, key, spec, end - 1)).allowed).toBe(false);
+      expect(await check(store, key, spec, end)).toEqual({
+        allowed: true,
+        remaining: 1,
+        resetMs: 24 * 3_600_000,
+        retryAfterMs: 0,
+      });
+    });
+
+    it("a day in America/New_York on 2026-03-08 lasts 23 hours", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("cal-day-spring");
+      const spec = calendar("day", "America/New_York", 1);
+      const start = at("2026-03-08T05:00:00.000Z"); // 00:00 EST
+      const end = at("2026-03-09T04:00:00.000Z"); // 00:00 EDT, 23 h later
+      expect(await check(store, key, spec, start + 1000)).toMatchObject({
+        allowed: true,
+        resetMs: end - start - 1000,
+      });
+      expect(await check(store, key, spec, end - 1)).toMatchObject({ allowed: false, retryAfterMs: 1 });
+      expect((await check(store, key, spec, end)).allowed).toBe(true);
+    });
+
+    it("a week resets on Monday 00:00", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("cal-week");
+      const spec = calendar("week", "Europe/Berlin", 1);
+      // Wednesday 2026-12-02; the week ends on Monday 2026-12-07 00:00 CET.
+      const monday = at("2026-12-06T23:00:00.000Z");
+      expect((await check(store, key, spec, at("2026-12-02T09:00:00.000Z"))).allowed).toBe(true);
+      expect(await check(store, key, spec, monday - 1)).toMatchObject({ allowed: false, retryAfterMs: 1 });
+      expect(await check(store, key, spec, monday)).toEqual({
+        allowed: true,
+        remaining: 0,
+        resetMs: 7 * 86_400_000,
+        retryAfterMs: 0,
+      });
+    });
+
+    it("a post-charge past the limit is debt until the period ends, and nothing after it", async () => {
+      const h = harness();
+      const store = await h.store();
+      const key = freshKey("cal-charge");
+      const spec = calendar("month", "UTC", 100);
+      const now = at("2026-11-30T10:00:00.000Z");
+      const dec1 = at("2026-12-01T00:00:00.000Z");
+      expect((await check(store, key, spec, now)).allowed).toBe(true);
+      expect(await store.charge([{ key, spec, cost: 1_000_000 }], { nowMs: now })).toEqual([
+        { remaining: 0, resetMs: dec1 - now },
+      ]);
+      expect(await store.peek([{ key, spec, cost: 0 }], { nowMs: dec1 - 1 })).toEqual([
+        { remaining: 0, resetMs: 1 },
+      ]);
+      expect(await check(store, key, spec, dec1 - 1)).toMatchObject({ allowed: false, retryAfterMs: 1 });
+      // December starts with the whole limit: the debt stayed in November.
+      expect(await store.peek([{ key, spec, cost: 0 }], { nowMs: dec1 })).toEqual([
+        { remaining: 100, resetMs: 31 * 86_400_000 },
+      ]);
+      expect(await check(store, key, spec, dec1, 100)).toMatchObject({ allowed: true, remaining: 0 });
+    });
+
+    it("the key lives until the period ends, plus the slack, on the store's own clock", async () => {
+      const h = harness();
+      const key = freshKey("cal-ttl");
+      const spec = calendar("day", "UTC", 5);
+      const decided = await (await h.store()).check([{ key, spec, cost: 1 }]);
+      const resetMs = decided.outcomes[0]!.resetMs;
+      expect(resetMs).toBeGreaterThan(0);
+      expect(resetMs).toBeLessThanOrEqual(86_400_000);
+      const ttl = await h.pttl(key);
+      expect(ttl).not.toBeNull();
+      expect(ttl!).toBeLessThanOrEqual(resetMs + 1000);
+      expect(ttl!).toBeGreaterThan(resetMs + 1000 - 500);
+    });
+  });
+
   describe(`${name}: a limit whose algorithm changed under the same key`, () => {
     // A reload changed the limit's algorithm, or a client override replaced the plan's limit
     // under its name: the key holds another algorithm's state (in Redis, maybe another type).

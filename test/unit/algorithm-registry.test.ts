@@ -57,7 +57,7 @@ describe("the registry", () => {
 
   it("the schema's limit holds exactly the algorithms' keys and the common ones", () => {
     expect(Object.keys(limitSchema.shape).sort()).toEqual(
-      ["algorithm", "by", "shadow", "unlimited", ...Object.keys(ALGORITHM_KEYS)].sort(),
+      ["algorithm", "by", "shadow", "unit", "unlimited", ...Object.keys(ALGORITHM_KEYS)].sort(),
     );
   });
 
@@ -101,6 +101,32 @@ describe("what each algorithm answers about a limit", () => {
     });
   });
 
+  it("a calendar window: its period and zone, tokens or requests, and its nominal length for w=", () => {
+    const monthly: LimitSpec = {
+      algorithm: "fixed_window",
+      name: "chat.monthly",
+      limit: 100000,
+      windowMs: 2_592_000_000,
+      calendar: { unit: "month", tz: "UTC" },
+      unit: "tokens",
+    };
+    expect(describeSpec(monthly)).toBe('"chat.monthly" allows 100000 tokens per calendar month (UTC)');
+    expect(windowSeconds(monthly)).toBe(2_592_000);
+    expect(quota(monthly)).toBe(100000);
+    const daily: LimitSpec = {
+      algorithm: "fixed_window",
+      name: "p.daily",
+      limit: 50,
+      windowMs: 86_400_000,
+      calendar: { unit: "day", tz: "Europe/Berlin" },
+    };
+    expect(describeSpec(daily)).toBe('"p.daily" allows 50 requests per calendar day (Europe/Berlin)');
+    // The share one instance grants alone keeps the calendar.
+    expect(localSpec(daily, 0.5)).toEqual({ ...daily, limit: 25 });
+    // A rolling window that counts tokens keeps its wording.
+    expect(describeSpec({ ...SPECS.fixed_window, unit: "tokens" })).toBe('"p.fw" allows 7 tokens per 1h');
+  });
+
   it("the share one instance enforces alone: a fraction of the quota, at least 1 (a queue may be 0)", () => {
     expect(localSpec(SPECS.token_bucket, 0.25)).toEqual({
       ...SPECS.token_bucket,
@@ -122,7 +148,7 @@ describe("what each algorithm answers about a limit", () => {
       const algorithm = ALGORITHMS[spec.algorithm];
       return [
         algorithm.code,
-        ...algorithm.scriptParams(spec),
+        ...algorithm.scriptParams(spec, 0),
         scriptCostArg({ key: "k", spec, cost: 2, ...extra }),
       ];
     };
@@ -181,6 +207,17 @@ describe("a limit as written, compiled by its algorithm", () => {
     [
       { algorithm: "sliding_window", limit: 0, window: "1m" },
       { algorithm: "fixed_window", name: "p.x", limit: 0, windowMs: 60_000 },
+    ],
+    // A calendar window, in UTC when compiled without a config.
+    [
+      { algorithm: "fixed_window", limit: 10, window: "1 month" },
+      {
+        algorithm: "fixed_window",
+        name: "p.x",
+        limit: 10,
+        windowMs: 2_592_000_000,
+        calendar: { unit: "month", tz: "UTC" },
+      },
     ],
   ])("%j", (limit, spec) => {
     expect(compile(limit)).toEqual(spec);

@@ -150,7 +150,7 @@ describe("config loading", () => {
 
   it("refuses a bad duration and a bad rate with an example", () => {
     expect(problems(BASE.replace("window: 15m", "window: 15 minutes"))).toEqual([
-      'gw.yaml:12:34: plans.free.routes.login.window: "15 minutes" is not a duration; write it like 250ms, 5s, 15m, 1h or 1d',
+      'gw.yaml:12:34: plans.free.routes.login.window: "15 minutes" is not a window; write a duration such as 15m, 1h or 30d, or a calendar period: 1 day, 1 week or 1 month',
     ]);
     expect(problems(BASE.replace("rate: 5/s", "rate: 5 per second"))[0]).toContain(
       "is not a rate; write it like 10/s",
@@ -221,7 +221,7 @@ describe("config loading", () => {
     );
     const line = yaml.split("\n")[9]!;
     expect(problems(yaml, { RATE: "5/s" })).toEqual([
-      `gw.yaml:10:${line.indexOf("extr") + 1}: plans.free.global: unknown key "extr"; expected one of: algorithm, rate, burst, limit, window, shadow, unlimited, max_in_flight, lease, queue, batch, by`,
+      `gw.yaml:10:${line.indexOf("extr") + 1}: plans.free.global: unknown key "extr"; expected one of: algorithm, rate, burst, limit, window, shadow, unlimited, max_in_flight, lease, queue, batch, by, unit`,
     ]);
   });
 
@@ -287,6 +287,72 @@ describe("window algorithms", () => {
     ).toEqual([
       "gw.yaml:12:14: plans.free.routes.login: window is missing (e.g. window: 15m)",
       "gw.yaml:12:51: plans.free.routes.login: burst does not apply to fixed_window (it takes limit + window)",
+    ]);
+  });
+});
+
+describe("calendar windows", () => {
+  const withLogin = (login: string, extra = "") =>
+    BASE.replace("login: { limit: 5, window: 15m }", `login: ${login}`) + extra;
+  const loginSpec = (yaml: string) => {
+    const r = loadConfigText(yaml, "gw.yaml", {});
+    if (!r.ok) throw new Error(r.problems.map(formatProblem).join("\n"));
+    const rt = compileRuntime(r.config, { file: "gw.yaml", version: r.version });
+    return rt.plans.get("free")!.limitsByRoute.get("login")![1]!.spec;
+  };
+
+  it("window: 1 month on a fixed window counts per calendar month, in UTC unless calendar.tz says", () => {
+    expect(loginSpec(withLogin("{ algorithm: fixed_window, limit: 5, window: 1 month }"))).toEqual({
+      algorithm: "fixed_window",
+      name: "free.login",
+      limit: 5,
+      windowMs: 2_592_000_000,
+      calendar: { unit: "month", tz: "UTC" },
+    });
+    const berlin = withLogin(
+      "{ algorithm: fixed_window, limit: 5, window: 1 days }",
+      "calendar: { tz: Europe/Berlin }\n",
+    );
+    expect(loginSpec(berlin)).toMatchObject({
+      windowMs: 86_400_000,
+      calendar: { unit: "day", tz: "Europe/Berlin" },
+    });
+    expect(loginSpec(withLogin("{ algorithm: fixed_window, limit: 5, window: 1 week }"))).toMatchObject({
+      windowMs: 604_800_000,
+      calendar: { unit: "week", tz: "UTC" },
+    });
+    // 24h and 1d stay rolling durations, aligned on the epoch.
+    expect(loginSpec(withLogin("{ algorithm: fixed_window, limit: 5, window: 1d }"))).not.toHaveProperty(
+      "calendar",
+    );
+    // limit: 0 denies everything, and says when the period ends.
+    expect(loginSpec(withLogin("{ algorithm: fixed_window, limit: 0, window: 1 month }"))).toMatchObject({
+      limit: 0,
+      calendar: { unit: "month", tz: "UTC" },
+    });
+  });
+
+  it("refuses more than one period, naming what is allowed", () => {
+    expect(problems(withLogin("{ algorithm: fixed_window, limit: 5, window: 2 months }"))).toEqual([
+      'gw.yaml:12:59: plans.free.routes.login.window: "2 months" is not a window: a calendar window is one period, 1 day, 1 week or 1 month; for a rolling window write a duration such as 60d',
+    ]);
+  });
+
+  it("refuses a calendar window on any other algorithm, with the fix", () => {
+    expect(problems(withLogin("{ limit: 5, window: 1 month }"))).toEqual([
+      "gw.yaml:12:26: plans.free.routes.login: window: 1 month is a calendar window, which only fixed_window counts (this limit is token_bucket, the default): add algorithm: fixed_window, or write a rolling window such as 30d",
+    ]);
+    expect(problems(withLogin("{ algorithm: sliding_window_counter, limit: 5, window: 1 day }"))).toEqual([
+      "gw.yaml:12:61: plans.free.routes.login: window: 1 day is a calendar window, which only fixed_window counts (this limit is sliding_window_counter): add algorithm: fixed_window, or write a rolling window such as 1d",
+    ]);
+  });
+
+  it("refuses a time zone Intl does not know, at its position, with the fix", () => {
+    expect(problems(`${BASE}calendar:\n  tz: Europe/Berln\n`)).toEqual([
+      'gw.yaml:17:7: calendar.tz: unknown time zone "Europe/Berln" (did you mean "Europe/Berlin"?): write an IANA name such as UTC, Europe/Berlin or America/New_York',
+    ]);
+    expect(problems(`${BASE}calendar: { tz: "+01:00" }\n`)).toEqual([
+      'gw.yaml:16:17: calendar.tz: unknown time zone "+01:00": write an IANA name such as UTC, Europe/Berlin or America/New_York',
     ]);
   });
 });

@@ -116,6 +116,26 @@ describe("deny cache", () => {
     expect(cache.check([{ ...t, cost: 3 }], 10)?.violated[0]?.outcome.retryAfterMs).toBe(990);
     expect(cache.check([{ ...t, cost: 3 }], 1000)).toBeNull();
   });
+
+  it("remembers a token budget's max_cost denial by what it had to fit, not by its cost", () => {
+    const cache = new DenyCache();
+    const budget = {
+      key: "b",
+      spec: {
+        algorithm: "fixed_window" as const,
+        name: "b",
+        limit: 100,
+        windowMs: 60_000,
+        unit: "tokens" as const,
+      },
+    };
+    const denied = { allowed: false, remaining: 40, resetMs: 60_000, retryAfterMs: 60_000 };
+    cache.remember([{ ...budget, cost: 1, need: 50 }], [denied], 0);
+    // A request without max_cost (need 1) may still fit the 40 left: the store decides.
+    expect(cache.check([{ ...budget, cost: 1 }], 10)).toBeNull();
+    expect(cache.check([{ ...budget, cost: 1, need: 30 }], 10)).toBeNull();
+    expect(cache.check([{ ...budget, cost: 1, need: 50 }], 10)?.violated).toHaveLength(1);
+  });
 });
 
 describe("DenyCacheStore (the cache as a store decorator)", () => {

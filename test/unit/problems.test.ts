@@ -28,6 +28,7 @@ const PUBLISHED: Record<ProblemCode, string> = {
   bad_caller: `${OWN}bad-caller`,
   bad_limit: `${OWN}bad-limit`,
   unknown_limit: `${OWN}unknown-limit`,
+  bad_usage_query: `${OWN}bad-usage-query`,
   unknown_caller: `${OWN}unknown-caller`,
   config_refused: `${OWN}config-refused`,
   store_unavailable: `${OWN}store-unavailable`,

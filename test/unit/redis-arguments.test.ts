@@ -52,7 +52,7 @@ describe("check.lua arguments", () => {
       denialText: "",
     };
     expect([recorded, logOnly, plain].map(denialKeyCount)).toEqual([2, 1, 0]);
-    expect(checkArguments([recorded, logOnly, plain], 1234.5)).toEqual([
+    expect(checkArguments([recorded, logOnly, plain], 1234.5, 0)).toEqual([
       bucket.key,
       shadow.key,
       "log",
@@ -91,13 +91,13 @@ describe("check.lua arguments", () => {
       100,
       "2:4",
     ]);
-    expect(checkArguments([plain], undefined).slice(1, 3)).toEqual([1, ""]);
+    expect(checkArguments([plain], undefined, 0).slice(1, 3)).toEqual([1, ""]);
   });
 });
 
 describe("charge, peek and renew arguments", () => {
   it("charge.lua: keys, now, deadline, then four per limit without the shadow flag", () => {
-    expect(chargeArguments([bucket, shadow], { nowMs: undefined, deadline: 99 })).toEqual([
+    expect(chargeArguments([bucket, shadow], { nowMs: undefined, deadline: 99, redisNowMs: 0 })).toEqual([
       bucket.key,
       shadow.key,
       "",
@@ -114,7 +114,7 @@ describe("charge, peek and renew arguments", () => {
   });
 
   it("peek.lua: keys, now, then code and params per limit", () => {
-    expect(peekArguments([bucket, slots], 7)).toEqual([bucket.key, slots.key, 7, 1, 5, 100, 6, 2, 1000]);
+    expect(peekArguments([bucket, slots], 7, 0)).toEqual([bucket.key, slots.key, 7, 1, 5, 100, 6, 2, 1000]);
   });
 
   it("renew.lua: one key, now, the lease length, the lease ids", () => {
@@ -162,5 +162,52 @@ describe("refund.lua arguments", () => {
     expect(refundArguments([{ checks: [bucket, shadow], decision: shadowDenied, at: 1 }])?.keys).toEqual([
       bucket.key,
     ]);
+  });
+});
+
+describe("a calendar window's param 2: the period starts around the time the script decides at", () => {
+  const monthly: LimitCheck = {
+    key: "t:{c:a}:p.m",
+    spec: {
+      algorithm: "fixed_window",
+      name: "p.m",
+      limit: 100,
+      windowMs: 2_592_000_000,
+      calendar: { unit: "month", tz: "UTC" },
+    },
+    cost: 1,
+  };
+  const DEC_15 = Date.UTC(2026, 11, 15);
+  // November, December, January and February's starts: the script finds its own now among them.
+  const starts = [
+    Date.UTC(2026, 10, 1),
+    Date.UTC(2026, 11, 1),
+    Date.UTC(2027, 0, 1),
+    Date.UTC(2027, 1, 1),
+  ].join(" ");
+
+  it("around a test's now when there is one, else around the store's estimate of Redis's clock", () => {
+    const request = { checks: [monthly], nowMs: DEC_15, logKey: undefined, topKey: "", denialText: "" };
+    expect(checkArguments([request], undefined, 0).slice(-4)).toEqual([2, 100, starts, 1]);
+    expect(checkArguments([{ ...request, nowMs: undefined }], undefined, DEC_15).slice(-4)).toEqual([
+      2,
+      100,
+      starts,
+      1,
+    ]);
+    expect(chargeArguments([monthly], { nowMs: undefined, deadline: undefined, redisNowMs: DEC_15 })).toEqual(
+      [monthly.key, "", "", 2, 100, starts, 1],
+    );
+    expect(peekArguments([monthly], DEC_15, 0)).toEqual([monthly.key, DEC_15, 2, 100, starts]);
+  });
+
+  it("a refund: around the time the check decided at", () => {
+    const taken: StoreDecision = {
+      allowed: true,
+      outcomes: [{ allowed: true, remaining: 99, resetMs: 1, retryAfterMs: 0 }],
+    };
+    expect(
+      refundArguments([{ checks: [monthly], decision: taken, at: `${DEC_15 + 0.25}` }])?.args.slice(2, 4),
+    ).toEqual([100, starts]);
   });
 });

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { formatDuration, parseDuration, parsePercent, parseRate, parseSize } from "../../src/config/units.js";
+import {
+  formatDuration,
+  parseDuration,
+  parsePercent,
+  parseRate,
+  parseSize,
+  parseWindow,
+} from "../../src/config/units.js";
 
 describe("units", () => {
   it.each([
@@ -30,6 +37,23 @@ describe("units", () => {
     expect(parseSize("1 tb")).toBeNull();
     expect(parsePercent("50%")).toBe(0.5);
     expect(parsePercent("50")).toBeNull();
+  });
+
+  it("reads a window as a duration or one calendar period, singular or plural", () => {
+    expect(parseWindow("15m")).toEqual({ window: 900_000 });
+    expect(parseWindow("1d")).toEqual({ window: 86_400_000 });
+    expect(parseWindow("1 day")).toEqual({ window: { calendar: "day" } });
+    expect(parseWindow("1 days")).toEqual({ window: { calendar: "day" } });
+    expect(parseWindow("1 week")).toEqual({ window: { calendar: "week" } });
+    expect(parseWindow("1 month")).toEqual({ window: { calendar: "month" } });
+    expect(parseWindow("1 months")).toEqual({ window: { calendar: "month" } });
+    expect(parseWindow("2 months")).toEqual({
+      error:
+        '"2 months" is not a window: a calendar window is one period, 1 day, 1 week or 1 month; for a rolling window write a duration such as 60d',
+    });
+    for (const text of ["1month", "1  month", "1 year", "1 Month", "month", "a month", "1.5 days"])
+      expect(parseWindow(text), text).toHaveProperty("error");
+    expect(formatDuration({ calendar: "week" })).toBe("1 week");
   });
 
   it("formats durations in the largest whole unit", () => {

@@ -2,7 +2,7 @@
 // from its Lua code to the YAML keys it takes, so that adding an algorithm is its own file, its
 // Lua file and one line of the registry. The keys several algorithms take are defined here once.
 import { z } from "zod";
-import { duration, rate } from "../../config/scalars.js";
+import { limitWindow, rate } from "../../config/scalars.js";
 import type { LimitCheck, LimitOutcome, LimitSpec } from "../spec.js";
 
 export interface AlgorithmStep {
@@ -25,8 +25,12 @@ export interface Algorithm<S extends LimitSpec = LimitSpec, K extends LimitKeys 
    * so a file may use the functions of a file registered before it.
    */
   readonly luaFile: string;
-  /** Its two numeric script arguments (param 1, param 2 of the Lua entry). */
-  scriptParams(spec: S): [number, number];
+  /**
+   * Its two script arguments (param 1, param 2 of the Lua entry): numbers, except a calendar
+   * window's period starts (windows.ts), which depend on the time: `nowMs` is the store's
+   * estimate of the time the script decides at.
+   */
+  scriptParams(spec: S, nowMs: number): [number, number | string];
   /** Its fourth script argument: the cost, or what the algorithm reads in its place. */
   scriptCost(check: LimitCheck): string | number;
   /**
@@ -85,8 +89,13 @@ export interface AlgorithmConfig<S extends LimitSpec, K extends LimitKeys> {
   readonly takes: string;
   /** Problems of a limit beyond the schema (keys of other algorithms are refused already). */
   check(limit: ParsedLimit<K>, problem: LimitProblem): void;
+  /**
+   * Whether it counts per calendar period (`window: 1 month`); any other algorithm given a
+   * calendar window is refused (checks.ts).
+   */
+  readonly calendar?: boolean;
   /** The spec of a limit that passed its check; `limit: 0` never gets here (denyEverything). */
-  compile(name: string, limit: ParsedLimit<K>): S;
+  compile(name: string, limit: ParsedLimit<K>, context: CompileContext): S;
   /**
    * The most one request may cost and still be admitted; a route costing more is refused when
    * the file is loaded. Absent: route cost does not apply to it.
@@ -94,10 +103,18 @@ export interface AlgorithmConfig<S extends LimitSpec, K extends LimitKeys> {
   capacity?(limit: ParsedLimit<K>): number | undefined;
 }
 
+/** What compiling a limit needs beyond the limit itself: the config's top-level settings. */
+export interface CompileContext {
+  /** `calendar.tz`: the IANA zone calendar windows are aligned in (validated, default UTC). */
+  tz: string;
+}
+
 /** A rate: units per second, minute, hour or day, e.g. `"5/s"`, `"100/m"`, `"1000/h"`, `"5000/d"`. */
 export type RateString = `${number}/${"s" | "m" | "h" | "d"}`;
 /** A duration, e.g. `"250ms"`, `"5s"`, `"15m"`, `"1h"`, `"1d"`. */
 export type DurationString = `${number}${"ms" | "s" | "m" | "h" | "d"}`;
+/** One calendar period (fixed_window only): from 00:00 of a day, a Monday, the 1st of a month. */
+export type CalendarWindowString = `1 ${"day" | "week" | "month"}${"" | "s"}`;
 
 /** What a limit definition may say whatever its algorithm. */
 export interface LimitCommon {
@@ -119,7 +136,11 @@ export const LIMIT = {
 } as const satisfies LimitKey;
 
 export const WINDOW = {
-  schema: duration().optional().describe("the window `limit` applies to"),
+  schema: limitWindow()
+    .optional()
+    .describe(
+      "the window `limit` applies to: a duration, or with fixed_window a calendar period (1 day, 1 week or 1 month, from 00:00 in calendar.tz)",
+    ),
   example: "1h",
   unit: "duration",
 } as const satisfies LimitKey;

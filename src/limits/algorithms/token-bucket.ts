@@ -6,8 +6,8 @@
 // runs both on identical inputs and expects identical outputs. The registry entry (code 1) at
 // the end carries the rest: params, wording, quota, local share and the YAML keys.
 import { z } from "zod";
-import type { Rate } from "../../config/units.js";
-import { formatDuration } from "../../config/units.js";
+import type { Rate, WindowLength } from "../../config/units.js";
+import { formatDuration, windowLengthMs } from "../../config/units.js";
 import type { LimitOutcome, SpecBase } from "../spec.js";
 import {
   type Algorithm,
@@ -194,7 +194,7 @@ function tokenBucketAlgorithmStep(
 /** A token bucket from rate + burst or limit + window. */
 function tokenBucketShape(
   name: string,
-  limit: { rate?: Rate; burst?: number; limit?: number; window?: number },
+  limit: { rate?: Rate; burst?: number; limit?: number; window?: WindowLength },
 ): TokenBucketSpec {
   if (limit.rate && limit.burst !== undefined) {
     return {
@@ -205,7 +205,9 @@ function tokenBucketShape(
     };
   }
   if (limit.limit !== undefined && limit.window !== undefined) {
-    return { algorithm: "token_bucket", name, burst: limit.limit, intervalMs: limit.window / limit.limit };
+    // A calendar window is refused here (checks.ts): only its nominal length could be used.
+    const windowMs = windowLengthMs(limit.window);
+    return { algorithm: "token_bucket", name, burst: limit.limit, intervalMs: windowMs / limit.limit };
   }
   throw new Error(`limit ${name} passed validation without a usable shape`);
 }
@@ -222,7 +224,7 @@ export const tokenBucket: Algorithm<TokenBucketSpec, typeof TOKEN_BUCKET_KEYS> =
   quota: (spec) => spec.burst,
   windowMs: tokenBucketWindowMs,
   describe: (spec) =>
-    `"${spec.name}" allows ${spec.burst} requests, refilled over ${formatDuration(Math.round(tokenBucketWindowMs(spec)))}`,
+    `"${spec.name}" allows ${spec.burst} ${spec.unit === "tokens" ? "tokens" : "requests"}, refilled over ${formatDuration(Math.round(tokenBucketWindowMs(spec)))}`,
   // `fraction` of the burst (at least 1), refilled at `fraction` of the rate.
   localShare: (spec, fraction) => ({
     ...spec,

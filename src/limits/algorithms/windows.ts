@@ -1,11 +1,13 @@
 // Window algorithms, as pure arithmetic. lua/windows.lua is the same arithmetic, operation for
 // operation; the conformance suite compares the two on identical inputs. Their registry entries
 // (codes 2, 3, 4) at the end share everything but the step: params, wording, quota, YAML keys.
-import { formatDuration } from "../../config/units.js";
+import { formatDuration, isCalendarWindow, type WindowLength, windowLengthMs } from "../../config/units.js";
+import { type Calendar, periodAt, periodStarts } from "../calendar.js";
 import type { LimitOutcome, SpecBase } from "../spec.js";
 import {
   type Algorithm,
   type AlgorithmStep,
+  type CalendarWindowString,
   type DurationString,
   LIMIT,
   type LimitCommon,
@@ -23,7 +25,13 @@ import {
 export interface WindowSpec extends SpecBase {
   algorithm: "fixed_window" | "sliding_window" | "sliding_window_counter";
   limit: number;
+  /** The window's length; a calendar window's nominal one (RateLimit-Policy w=), a month as 30 days. */
   windowMs: number;
+  /**
+   * fixed_window only: count per calendar period (a day, a Monday-to-Sunday week, a month) from
+   * 00:00 in the zone, instead of per `windowMs` since the epoch. Resets are the period's end.
+   */
+  calendar?: Calendar;
 }
 
 export interface WindowStep<S> {
@@ -34,11 +42,46 @@ export interface WindowStep<S> {
   ttlMs: number;
 }
 
-/** Fixed window: the count of the aligned window [start, start + windowMs). */
+/**
+ * Fixed window: the count of the aligned window [start, start + windowMs), or of the calendar
+ * period [start, end) that holds now.
+ */
 export interface FixedWindowState {
   start: number;
   count: number;
 }
+
+/** The fixed window holding nowMs: aligned on multiples of windowMs, or a calendar period. */
+export function fixedWindowBounds(nowMs: number, spec: WindowSpec): { start: number; end: number } {
+  if (spec.calendar !== undefined) return periodAt(nowMs, spec.calendar.unit, spec.calendar.tz);
+  const start = Math.floor(nowMs / spec.windowMs) * spec.windowMs;
+  return { start, end: start + spec.windowMs };
+}
+
+/**
+ * How many period starts a calendar window's script param lists: the period before the one
+ * holding the store's estimate of now, that one, and two after. The script decides at its own
+ * clock (Redis TIME) and picks the pair that holds it, so an estimate off by up to a whole
+ * period (a day at least) still finds it; one further off fails the script, never miscounts.
+ */
+const CALENDAR_STARTS = 4;
+
+/**
+ * A calendar window's param 2 for lua/windows.lua: the starts of CALENDAR_STARTS consecutive
+ * periods around nowMs, in ms, separated by spaces (Lua has no time zone rules to compute them).
+ */
+export function calendarStartsParam(calendar: Calendar, nowMs: number): string {
+  const cached = startsParams.get(calendar);
+  if (cached !== undefined && cached.start <= nowMs && nowMs < cached.end) return cached.param;
+  const { start, end } = periodAt(nowMs, calendar.unit, calendar.tz);
+  const param = periodStarts(nowMs, calendar.unit, calendar.tz, 1, CALENDAR_STARTS).join(" ");
+  startsParams.set(calendar, { start, end, param });
+  return param;
+}
+
+// The param is the same for every instant of one period, and computing it formats a dozen dates:
+// kept per compiled calendar (a spec's, shared by its local share) until its period ends.
+const startsParams = new WeakMap<Calendar, { start: number; end: number; param: string }>();
 
 export function fixedWindowStep(
   state: FixedWindowState | null,
@@ -46,9 +89,9 @@ export function fixedWindowStep(
   spec: WindowSpec,
   cost: number,
 ): WindowStep<FixedWindowState> {
-  const start = Math.floor(nowMs / spec.windowMs) * spec.windowMs;
+  const { start, end } = fixedWindowBounds(nowMs, spec);
   const used = state !== null && state.start === start ? state.count : 0;
-  const resetMs = Math.ceil(start + spec.windowMs - nowMs);
+  const resetMs = Math.ceil(end - nowMs);
   const uncharged = { allowed: true, remaining: Math.max(0, spec.limit - used), resetMs, retryAfterMs: 0 };
   if (used + cost > spec.limit) {
     const outcome = {
@@ -194,8 +237,8 @@ export interface WindowLimit extends LimitCommon {
   algorithm: WindowSpec["algorithm"];
   /** Requests per window (0 denies every request). */
   limit: number;
-  /** e.g. `"15m"`. */
-  window: DurationString;
+  /** e.g. `"15m"`; fixed_window also `"1 day"`, `"1 week"`, `"1 month"` (calendar periods, UTC). */
+  window: DurationString | CalendarWindowString;
 }
 
 /** The window a `limit: 0` reports as its reset when it names none: it never admits anyway. */
@@ -204,10 +247,29 @@ const DENY_WINDOW_MS = 3_600_000;
 /**
  * `limit: 0`, whatever the algorithm: every request denied. A zero-limit fixed window says
  * exactly that in both stores, with no special path: nothing is ever consumed and every request
- * is a 429.
+ * is a 429. A calendar window (fixed_window only) keeps its period: the 429 says when it ends.
  */
-export function denyEverything(name: string, windowMs: number | undefined): WindowSpec {
-  return { algorithm: "fixed_window", name, limit: 0, windowMs: windowMs ?? DENY_WINDOW_MS };
+export function denyEverything(name: string, window: WindowLength | undefined, tz = "UTC"): WindowSpec {
+  const spec: WindowSpec = {
+    algorithm: "fixed_window",
+    name,
+    limit: 0,
+    windowMs: window === undefined ? DENY_WINDOW_MS : windowLengthMs(window),
+  };
+  if (isCalendarWindow(window)) spec.calendar = { unit: window.calendar, tz };
+  return spec;
+}
+
+/** "requests", or "tokens" for a token budget. */
+const unitsOf = (spec: SpecBase) => (spec.unit === "tokens" ? "tokens" : "requests");
+
+/** `"chat.monthly" allows 100000 tokens per calendar month (UTC)`, `"free.search" allows 10 requests per 1m`. */
+function describeWindow(spec: WindowSpec): string {
+  const per =
+    spec.calendar === undefined
+      ? formatDuration(Math.round(spec.windowMs))
+      : `calendar ${spec.calendar.unit} (${spec.calendar.tz})`;
+  return `"${spec.name}" allows ${spec.limit} ${unitsOf(spec)} per ${per}`;
 }
 
 const WINDOW_KEYS = { limit: LIMIT, window: WINDOW } as const;
@@ -234,7 +296,11 @@ function windowAlgorithm<S>(
   return {
     code,
     luaFile: "windows.lua",
-    scriptParams: (spec) => [spec.limit, spec.windowMs],
+    // A calendar window's param 2 is its period starts around now (lua/windows.lua).
+    scriptParams: (spec, nowMs) => [
+      spec.limit,
+      spec.calendar === undefined ? spec.windowMs : calendarStartsParam(spec.calendar, nowMs),
+    ],
     scriptCost: (check) => check.cost,
     step: (state, nowMs, spec, cost) => run(state, nowMs, spec, cost),
     // A log keeps only the newest `limit` units, however many are charged (as windows.lua).
@@ -242,21 +308,27 @@ function windowAlgorithm<S>(
       run(state, nowMs, { ...spec, limit: Number.POSITIVE_INFINITY }, units, spec.limit),
     quota: (spec) => spec.limit,
     windowMs: (spec) => spec.windowMs,
-    describe: (spec) =>
-      `"${spec.name}" allows ${spec.limit} requests per ${formatDuration(Math.round(spec.windowMs))}`,
+    describe: describeWindow,
     localShare: (spec, fraction) => ({ ...spec, limit: shareOf(spec.limit, fraction) }),
     config: {
       keys: WINDOW_KEYS,
       needs: ["limit", "window"],
       what: `${algorithm} (it takes limit + window)`,
       takes: "`limit` + `window`",
+      calendar: algorithm === "fixed_window",
       check(limit, problem) {
         if (limit.limit === undefined) problem("limit is missing (e.g. limit: 5)");
         // limit: 0 denies everything, whatever the window; it needs none.
         if (limit.window === undefined && limit.limit !== 0) problem("window is missing (e.g. window: 15m)");
         else if (limit.window === 0) problem("window must be longer than 0", "window");
       },
-      compile: (name, limit) => ({ algorithm, name, limit: limit.limit!, windowMs: limit.window! }),
+      compile(name, limit, context) {
+        const window = limit.window!;
+        const spec: WindowSpec = { algorithm, name, limit: limit.limit!, windowMs: windowLengthMs(window) };
+        // Only fixed_window takes a calendar window (checks.ts refuses it on the others).
+        if (isCalendarWindow(window)) spec.calendar = { unit: window.calendar, tz: context.tz };
+        return spec;
+      },
       capacity: (limit) => limit.limit,
     },
   };

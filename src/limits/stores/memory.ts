@@ -82,9 +82,16 @@ export class MemoryStore implements Store {
    * given time): shadow limits never deny and are charged only when they allow. Records nothing.
    */
   checkSync(checks: readonly LimitCheck[], nowMs: number = this.now()): StoreDecision {
-    const steps = checks.map((c) =>
-      ALGORITHMS[c.spec.algorithm].step(this.stateOf(c, nowMs), nowMs, c.spec, c.cost, c.leaseId, c.batch),
-    );
+    const steps = checks.map((c) => {
+      const algorithm = ALGORITHMS[c.spec.algorithm];
+      const state = this.stateOf(c, nowMs);
+      // A token budget under max_cost must fit `need` units and takes only its cost (check.lua).
+      if (c.need !== undefined) {
+        const fits = algorithm.step(state, nowMs, c.spec, c.need, c.leaseId, c.batch);
+        if (!fits.outcome.allowed) return fits;
+      }
+      return algorithm.step(state, nowMs, c.spec, c.cost, c.leaseId, c.batch);
+    });
     let allowed = true;
     for (let i = 0; i < checks.length; i++) {
       if (!steps[i]!.outcome.allowed && !checks[i]!.spec.shadow) allowed = false;

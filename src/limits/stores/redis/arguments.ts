@@ -1,5 +1,7 @@
 // How each script call is laid out as KEYS and ARGV (the lua/ files document the same layout at
-// their top). Encoding only: no client, no clock.
+// their top). Encoding only: no client, no clock. A calendar window's param 2 depends on the
+// time (the period starts around it, windows.ts): each call is given the store's estimate of
+// the time its script decides at, used where no test's now is given.
 import { ALGORITHMS, isRateLimit, scriptCostArg } from "../../algorithms/index.js";
 import type { LimitCheck, StoreDecision } from "../../spec.js";
 import type { Lease } from "../contract.js";
@@ -28,10 +30,14 @@ export function denialKeyCount(request: CheckRequest): number {
   return request.topKey ? 2 : 1;
 }
 
-/** check.lua's KEYS then ARGV for a batch; `deadline` in Redis's clock, undefined when unknown. */
+/**
+ * check.lua's KEYS then ARGV for a batch; `deadline` in Redis's clock, undefined when unknown;
+ * `redisNowMs`, the store's estimate of Redis's clock now.
+ */
 export function checkArguments(
   requests: readonly CheckRequest[],
   deadline: number | undefined,
+  redisNowMs: number,
 ): (string | number)[] {
   const args: (string | number)[] = [];
   for (const r of requests) {
@@ -44,7 +50,7 @@ export function checkArguments(
   args.push(requests.length, deadline === undefined ? "" : deadline);
   for (const r of requests) {
     args.push(r.nowMs === undefined ? "" : r.nowMs, r.checks.length, denialKeyCount(r), r.denialText);
-    pushLimitArgs(args, r.checks, MARK_SHADOW);
+    pushLimitArgs(args, r.checks, MARK_SHADOW, r.nowMs ?? redisNowMs);
   }
   return args;
 }
@@ -52,21 +58,25 @@ export function checkArguments(
 /** charge.lua's KEYS then ARGV. */
 export function chargeArguments(
   checks: readonly LimitCheck[],
-  at: { nowMs: number | undefined; deadline: number | undefined },
+  at: { nowMs: number | undefined; deadline: number | undefined; redisNowMs: number },
 ): (string | number)[] {
   const args: (string | number)[] = checks.map((c) => c.key);
   args.push(at.nowMs === undefined ? "" : at.nowMs, at.deadline === undefined ? "" : at.deadline);
-  pushLimitArgs(args, checks, NO_SHADOW);
+  pushLimitArgs(args, checks, NO_SHADOW, at.nowMs ?? at.redisNowMs);
   return args;
 }
 
 /** peek.lua's KEYS then ARGV: each limit's code and params, no cost. */
-export function peekArguments(checks: readonly LimitCheck[], nowMs: number | undefined): (string | number)[] {
+export function peekArguments(
+  checks: readonly LimitCheck[],
+  nowMs: number | undefined,
+  redisNowMs: number,
+): (string | number)[] {
   const args: (string | number)[] = checks.map((c) => c.key);
   args.push(nowMs === undefined ? "" : nowMs);
   for (const c of checks) {
     const algorithm = ALGORITHMS[c.spec.algorithm];
-    args.push(algorithm.code, ...algorithm.scriptParams(c.spec));
+    args.push(algorithm.code, ...algorithm.scriptParams(c.spec, nowMs ?? redisNowMs));
   }
   return args;
 }
@@ -107,7 +117,8 @@ export function refundArguments(
         if (!(units > 0)) return;
       }
       const algorithm = ALGORITHMS[c.spec.algorithm];
-      const [p1, p2] = algorithm.scriptParams(c.spec);
+      // The periods around the time the check decided at: refund.lua finds the one it took from.
+      const [p1, p2] = algorithm.scriptParams(c.spec, Number(t.at));
       keys.push(c.key);
       args.push(t.at, algorithm.code, p1, p2, units);
     });
@@ -117,18 +128,20 @@ export function refundArguments(
 
 /**
  * Per limit, the four arguments check.lua and charge.lua take: algorithm code (plus SHADOW_FLAG
- * for a shadow limit, check.lua only), param 1, param 2, and the cost (the lease id for a
- * concurrency limit).
+ * for a shadow limit, check.lua only), param 1, param 2 (for a calendar window, the period starts
+ * around `nowMs`), and the cost (the lease id for a concurrency limit).
  */
 function pushLimitArgs(
   args: (string | number)[],
   checks: readonly LimitCheck[],
   options: { markShadow: boolean },
+  nowMs: number,
 ): void {
   for (const c of checks) {
     const algorithm = ALGORITHMS[c.spec.algorithm];
-    const [p1, p2] = algorithm.scriptParams(c.spec);
+    const [p1, p2] = algorithm.scriptParams(c.spec, nowMs);
     const code = options.markShadow && c.spec.shadow ? algorithm.code + SHADOW_FLAG : algorithm.code;
-    args.push(code, p1, p2, scriptCostArg(c));
+    // check.lua: a cost followed by "^<need>" must fit `need` units and takes the cost.
+    args.push(code, p1, p2, c.need === undefined ? scriptCostArg(c) : `${scriptCostArg(c)}^${c.need}`);
   }
 }

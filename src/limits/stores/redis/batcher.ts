@@ -192,7 +192,7 @@ export class CheckBatcher {
     // Before the shard's clock is known (its first reply) there is none; a late reply is then
     // given back instead.
     const clock = clocks.of(slots.shardOfSlot(batch.slot));
-    const args = checkArguments(batch.items, clock.toRedis(batch.deadline));
+    const args = checkArguments(batch.items, clock.toRedis(batch.deadline), clock.estimateNow());
     const sentAt = localNow();
     this.parts.check(batch.keys, ...args).then(
       (reply) => {

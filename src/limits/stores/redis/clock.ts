@@ -58,6 +58,15 @@ export class RedisClock {
     const offset = this.offset;
     return offset === undefined ? undefined : localMs + offset;
   }
+
+  /**
+   * Redis's time now, as well as it is known: learnt from replies, else this host's wall clock
+   * (before the first reply). What a calendar window's period starts are computed around; the
+   * script still decides at its own clock, among them.
+   */
+  estimateNow(): number {
+    return this.toRedis(localNow()) ?? Date.now();
+  }
 }
 
 /** Clocks kept per shard; a cluster has a handful of masters, renamed ones are forgotten. */

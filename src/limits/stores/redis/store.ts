@@ -99,7 +99,11 @@ export class RedisStore implements Store {
     const deadline = localNow() + this.boundary.timeoutMs;
     return this.perSlot(checks, deadline, (part) => {
       const clock = this.clocks.of(this.slots.shardOfSlot(this.slots.of(part[0]!.key)));
-      const args = chargeArguments(part, { nowMs: options?.nowMs, deadline: clock.toRedis(deadline) });
+      const args = chargeArguments(part, {
+        nowMs: options?.nowMs,
+        deadline: clock.toRedis(deadline),
+        redisNowMs: clock.estimateNow(),
+      });
       const sentAt = localNow();
       return this.scripts.charge(part.length, ...args).then((reply) => {
         const header = parseScriptHeader(reply);
@@ -111,11 +115,12 @@ export class RedisStore implements Store {
   }
 
   peek(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]> {
-    return this.perSlot(checks, localNow() + this.boundary.timeoutMs, (part) =>
-      this.scripts
-        .peek(part.length, ...peekArguments(part, options?.nowMs))
-        .then((reply) => parseChargeReply(reply, part.length)),
-    );
+    return this.perSlot(checks, localNow() + this.boundary.timeoutMs, (part) => {
+      const clock = this.clocks.of(this.slots.shardOfSlot(this.slots.of(part[0]!.key)));
+      return this.scripts
+        .peek(part.length, ...peekArguments(part, options?.nowMs, clock.estimateNow()))
+        .then((reply) => parseChargeReply(reply, part.length));
+    });
   }
 
   /**
