@@ -12,17 +12,31 @@ export function ceilSeconds(ms: number, min = 0): number {
   return Math.max(min, Math.ceil(ms / 1000));
 }
 
-/** The limit a client should look at: the fewest units left; ties go to the longest wait. */
+/**
+ * The limit a client should look at: one that denied, if any (the longest wait first: waiting out
+ * another would only meet this one), else the fewest units left, ties to the longest wait. Units
+ * are not comparable across limits (a token budget refused under max_cost still has thousands
+ * left beside a request rate with a few), so a denial is never described by an allowing limit.
+ */
 export function mostRestrictive(applied: readonly AppliedLimit[]): AppliedLimit | undefined {
   let best: AppliedLimit | undefined;
   for (const a of applied) {
-    if (
-      !best ||
-      a.outcome.remaining < best.outcome.remaining ||
-      (a.outcome.remaining === best.outcome.remaining && a.outcome.resetMs > best.outcome.resetMs)
-    ) {
+    if (!best) {
       best = a;
+      continue;
     }
+    const o = a.outcome;
+    const b = best.outcome;
+    if (o.allowed !== b.allowed) {
+      if (!o.allowed) best = a;
+      continue;
+    }
+    if (!o.allowed) {
+      if (o.retryAfterMs > b.retryAfterMs || (o.retryAfterMs === b.retryAfterMs && o.remaining < b.remaining))
+        best = a;
+      continue;
+    }
+    if (o.remaining < b.remaining || (o.remaining === b.remaining && o.resetMs > b.resetMs)) best = a;
   }
   return best;
 }
