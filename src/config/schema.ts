@@ -391,7 +391,7 @@ export const routeSchema = z.strictObject({
     .min(1)
     .optional()
     .describe(
-      "the most one request may cost: a token budget with less than this left refuses the request up front (it still takes only cost up front)",
+      "what one request may cost, as the route declares it: a token budget with less than this left refuses the request up front (it takes only cost up front, and is charged what the upstream reports, even above max_cost); an answer whose usage cannot be read is charged max_cost",
     ),
   max_body: size().optional().describe("largest request body accepted"),
   on_failure: failurePolicy.optional().describe("overrides store.on_failure for this route"),

@@ -18,6 +18,9 @@ export type RequestDecision =
   | "shadow_limited"
   | "auth_throttled";
 
+/** Why a charge: usage response was charged without a usage report (charge.ts). */
+export type UnreportedReason = "compressed" | "no_usage" | "cut_short" | "websocket";
+
 /** Route label for requests that matched no route. */
 export const NO_ROUTE = "";
 
@@ -42,6 +45,8 @@ export class Metrics {
   private readonly nearLimitChildren = new Map<string, { inc(): void }>();
   private readonly chargedUnits: Counter<"route">;
   private readonly chargedChildren = new Map<string, { inc(units: number): void }>();
+  private readonly usageUnreported: Counter<"route" | "reason">;
+  private readonly unreportedChildren = new Map<string, { inc(): void }>();
   /** Callers passing `calendar.alert_at` of a calendar budget, once per caller, limit and period. */
   readonly budgetAlerts: Counter<"limit">;
 
@@ -122,6 +127,12 @@ export class Metrics {
       labelNames: ["route"],
       registers: [this.registry],
     });
+    this.usageUnreported = new Counter({
+      name: "tollgate_usage_unreported_total",
+      help: "Responses of charge: usage routes whose token usage could not be read, charged the route's max_cost (its cost without one), by route and reason: compressed, no_usage, cut_short, websocket.",
+      labelNames: ["route", "reason"],
+      registers: [this.registry],
+    });
     this.budgetAlerts = new Counter({
       name: "tollgate_budget_alerts_total",
       help: "Callers that passed calendar.alert_at of a calendar budget, counted once per caller, limit and period.",
@@ -195,6 +206,16 @@ export class Metrics {
       this.chargedChildren.set(route, child);
     }
     child.inc(units);
+  }
+
+  countUnreported(route: string, reason: UnreportedReason): void {
+    const key = `${route}\n${reason}`;
+    let child = this.unreportedChildren.get(key);
+    if (!child) {
+      child = this.usageUnreported.labels(route, reason);
+      this.unreportedChildren.set(key, child);
+    }
+    child.inc();
   }
 
   countNearLimit(route: string): void {

@@ -14,6 +14,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import { rateLimitHeaders } from "../http/ratelimit-headers.js";
 import type { AllowedDecision, AppliedLimit } from "../limits/decision.js";
 import type { ChargedLimit } from "../limits/stores/contract.js";
+import type { UnreportedReason } from "../observability/metrics.js";
 import { type UsageMeter, usageMeter } from "../usage/meter.js";
 import type { Admitted, ProxyEnv } from "./context.js";
 import { reportedUnits } from "./post-charge.js";
@@ -35,6 +36,8 @@ export class ChargeReported implements ForwardHandler {
   private meter: UsageMeter | null = null;
   /** The body is compressed: no usage can be read from it. */
   private unreadable = false;
+  /** The upstream answered 2xx: an answer that should carry its usage. */
+  private answered = false;
   /** Set once the charge is decided (from the head, the end, or when the exchange stopped). */
   private settled = false;
 
@@ -45,11 +48,14 @@ export class ChargeReported implements ForwardHandler {
     private readonly decision: AllowedDecision,
     /** Called once with what the request was charged (the usage ledger, budget alerts). */
     private readonly onCharged: ((result: ChargeResult) => void) | undefined,
+    /** A WebSocket tunnel: nothing is read, it ends through onDone only. */
+    private readonly tunnelled = false,
   ) {}
 
-  onResponseHead(headers: IncomingHttpHeaders): Promise<unknown> | null {
-    const held = this.next.onResponseHead(headers);
+  onResponseHead(headers: IncomingHttpHeaders, status = 200): Promise<unknown> | null {
+    const held = this.next.onResponseHead(headers, status);
     const charge = this.ctx.route.charge;
+    this.answered = status >= 200 && status < 300;
     if (charge.header) {
       const units = reportedUnits(headers["tollgate-cost"]);
       if (units !== undefined) {
@@ -61,24 +67,11 @@ export class ChargeReported implements ForwardHandler {
     }
     if (charge.usage) {
       const encoding = headerText(headers["content-encoding"])?.trim().toLowerCase();
-      if (encoding && encoding !== "identity") {
-        // Asked for identity (headers.ts), the upstream compressed anyway: its usage cannot be
-        // read, so the request is charged what the route declares it may cost at most.
-        this.unreadable = true;
-        this.env.logger.warn(
-          { request_id: this.ctx.requestId, route: this.ctx.route.name, content_encoding: encoding },
-          "usage not readable: the upstream compressed the response; charged the route's max_cost",
-        );
-      } else {
-        this.meter = usageMeter(headerText(headers["content-type"]), charge.usage);
-      }
+      // Asked for identity (headers.ts), an upstream that compressed anyway cannot be read.
+      if (encoding && encoding !== "identity") this.unreadable = true;
+      else this.meter = usageMeter(headerText(headers["content-type"]), charge.usage);
     }
     return held;
-  }
-
-  /** What the body reported so far (a compressed one: the route's max_cost, if it has one). */
-  private bodyUnits(): number | undefined {
-    return this.unreadable ? this.ctx.route.maxCost : this.meter?.units();
   }
 
   onResponseData(chunk: Buffer): void {
@@ -89,17 +82,40 @@ export class ChargeReported implements ForwardHandler {
     if (this.settled) return null;
     this.settled = true;
     const fromTrailer = this.ctx.route.charge.header ? reportedUnits(trailers["tollgate-cost"]) : undefined;
-    return this.settle(fromTrailer ?? this.bodyUnits(), false);
+    return this.settle(fromTrailer ?? this.fromBody(false), false);
   }
 
   onDone(result: ForwardResult): void {
-    // Cut short (the client left, the upstream failed mid-body, the deadline): what the
-    // upstream reported so far is what the request used.
+    // Cut short (the client left, the upstream failed mid-body, the deadline), or a tunnel's
+    // end: what the upstream reported so far is what the request used.
     if (!this.settled) {
       this.settled = true;
-      void this.settle(this.bodyUnits(), false);
+      void this.settle(this.fromBody(true), false);
     }
     this.next.onDone(result);
+  }
+
+  /**
+   * The units a `charge: usage` route's body reported; when it reported none that can be
+   * trusted, the route's max_cost (its cost without one), counted by reason: a compressed body,
+   * a successful answer without usage (a stream without include_usage, a content type no meter
+   * reads), one cut short before its usage came, or a WebSocket (whose frames are not read).
+   * An upstream's error answer without usage costs the route's cost.
+   */
+  private fromBody(cutShort: boolean): number | undefined {
+    const { ctx } = this;
+    if (!ctx.route.charge.usage) return undefined;
+    if (this.tunnelled) return this.unreported("websocket");
+    if (this.unreadable) return this.unreported("compressed");
+    const units = this.meter?.units();
+    if (units !== undefined) return units;
+    if (cutShort) return this.unreported("cut_short");
+    return this.answered ? this.unreported("no_usage") : undefined;
+  }
+
+  private unreported(reason: UnreportedReason): number | undefined {
+    this.env.metrics.countUnreported(this.ctx.route.name, reason);
+    return this.ctx.route.maxCost;
   }
 
   /**

@@ -89,9 +89,9 @@ export interface ForwardingContext {
   /** Headers to drop (lower case): the caller's credential under `hide_credentials`. */
   hidden?: readonly string[] | undefined;
   /**
-   * The body must come back readable (the route reads token usage from it): whatever the client
-   * asked, the upstream is asked for `Accept-Encoding: identity`, and no spelling of the
-   * client's own (`Accept_Encoding`, which some servers fold onto it) reaches it.
+   * The body must come back readable and whole (the route reads token usage from it): whatever
+   * the client asked, the upstream is asked for `Accept-Encoding: identity`, and no `Range` or
+   * spelling of the client's own (`Accept_Encoding`, which some servers fold onto it) reaches it.
    */
   identityEncoding?: boolean | undefined;
 }
@@ -118,7 +118,8 @@ export function upstreamRequestHeaders(
     if (lower === "expect") continue;
     if (lower.includes("_") && foldsOntoOwned(lower, ctx.keyHeader)) continue;
     if (ctx.hidden?.includes(lower)) continue;
-    if (ctx.identityEncoding && lower.replaceAll("_", "-") === "accept-encoding") continue;
+    // A range of the body could leave its usage out: the whole body, uncompressed.
+    if (ctx.identityEncoding && READABLE_BODY_DROPS.has(lower.replaceAll("_", "-"))) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   if (ctx.identityEncoding) out.push("accept-encoding", "identity");
@@ -144,6 +145,9 @@ export function upstreamRequestHeaders(
 function single(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
+
+/** What a route that reads usage from the body never lets the client ask of the upstream. */
+const READABLE_BODY_DROPS = new Set(["accept-encoding", "range", "if-range"]);
 
 /** Headers the upstream may send that never reach the client. */
 const RESPONSE_DROPPED = new Set(["tollgate-cost"]);

@@ -46,6 +46,11 @@ export function tooMany(env: RespondEnv, ctx: RequestContext, decision: DeniedDe
     described += (i ? "; " : "") + v.limit.description;
     names.push(v.spec.name);
   }
+  // A token budget with units left refused the request for its route's max_cost: say so, or
+  // the client reads "100000 tokens per month" beside RateLimit-Remaining: 150 and wonders.
+  const maxCost = ctx.route?.maxCost;
+  if (maxCost !== undefined && violated.some((v) => v.spec.unit === "tokens" && v.outcome.remaining > 0))
+    described += `, and this route needs ${maxCost} of them left (its max_cost)`;
   // A budget that resets in hours or days (a calendar month) also says when, as an instant, to
   // the nearest second: the store decided a moment before this clock's now.
   const retryAt =

@@ -54,8 +54,8 @@ export class ReleaseLeases implements ForwardHandler {
     private readonly release: () => Promise<StoreResult>,
   ) {}
 
-  onResponseHead(headers: IncomingHttpHeaders): Promise<unknown> | null {
-    return this.next.onResponseHead(headers);
+  onResponseHead(headers: IncomingHttpHeaders, status?: number): Promise<unknown> | null {
+    return this.next.onResponseHead(headers, status);
   }
 
   onDone(result: ForwardResult): void {
@@ -89,8 +89,9 @@ export function responseHandler(
 ): ForwardHandler {
   let handler: ForwardHandler = new EndRequest(env, ctx, !tunnelled);
   if (decision?.release) handler = new ReleaseLeases(handler, env, ctx, decision.release);
-  // Only requests decided by the shared store are post-charged there; a tunnel has no cost header.
-  if (decision && !decision.degraded && !tunnelled)
-    handler = new ChargeReported(handler, env, ctx, decision, budgetReporter(env, ctx, decision));
+  // Only requests decided by the shared store are post-charged there. A tunnel has no cost
+  // header, and its frames are not read: on a route that reads usage it costs max_cost.
+  if (decision && !decision.degraded && (!tunnelled || ctx.route.charge.usage))
+    handler = new ChargeReported(handler, env, ctx, decision, budgetReporter(env, ctx, decision), tunnelled);
   return handler;
 }

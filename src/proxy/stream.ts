@@ -31,7 +31,7 @@ export interface ForwardHandler {
    * response (upstream paused, early body chunks kept) until it settles. Post-charges use it so
    * the debit is committed before the client sees the response.
    */
-  onResponseHead(headers: IncomingHttpHeaders): Promise<unknown> | null;
+  onResponseHead(headers: IncomingHttpHeaders, status?: number): Promise<unknown> | null;
   /** Each body chunk, as it arrives from the upstream (usage meters read it in passing). */
   onResponseData?(chunk: Buffer): void;
   /**
@@ -180,8 +180,15 @@ export function streamUpstream(f: ForwardRequest): void {
   let held: Buffer[] | null = null;
   let tooLarge = false;
   let endedWhileHeld: IncomingHttpHeaders | null = null;
+  // A body of known length is complete for the client with its last byte, before res.end():
+  // when a handler acts at the end (a charge read from the body), the chunk that completes the
+  // length is kept until it has, so the client's next request already sees the charge. A
+  // chunked body (every event stream) ends with its last chunk, written by res.end().
+  let lengthLeft: number | undefined;
+  let lastChunk: Buffer | undefined;
   const closeResponse = () => {
-    res.end();
+    if (lastChunk) res.end(lastChunk);
+    else res.end();
     res.off("close", onClientClose);
     finish({ status });
   };
@@ -220,7 +227,8 @@ export function streamUpstream(f: ForwardRequest): void {
       target.health.succeeded();
       if (attempt > 1) f.targets.retried("success");
       const writeHead = () => writeUpstreamHead(res, statusCode, headers, f.responseHeaders);
-      const hold = f.handler.onResponseHead(headers);
+      if (f.handler.onResponseEnd) lengthLeft = declaredLength(headers["content-length"]);
+      const hold = f.handler.onResponseHead(headers, statusCode);
       if (!hold) {
         writeHead();
         return;
@@ -243,6 +251,13 @@ export function streamUpstream(f: ForwardRequest): void {
       if (held) {
         held.push(chunk);
         return;
+      }
+      if (lengthLeft !== undefined) {
+        lengthLeft -= chunk.length;
+        if (lengthLeft <= 0) {
+          lastChunk = chunk;
+          return;
+        }
       }
       if (!res.write(chunk)) {
         c.pause();
@@ -364,6 +379,14 @@ export function streamUpstream(f: ForwardRequest): void {
   }
   f.targets.budget.request();
   send(target);
+}
+
+/** A response's Content-Length as a byte count; undefined when absent or not one number. */
+function declaredLength(value: string | string[] | undefined): number | undefined {
+  const text = Array.isArray(value) ? value[0] : value;
+  if (text === undefined || !/^\d{1,15}$/.test(text)) return undefined;
+  const length = Number(text);
+  return length > 0 ? length : undefined;
 }
 
 /** The request headers for `target`, which is not the first: its own Host. */

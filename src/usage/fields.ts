@@ -85,6 +85,11 @@ function parseEntry(entry: string): UsagePath[] | string {
       if (!NAME.test(name)) {
         return `"${name}" in "${text}" is not a field name: names are letters, digits, _ and -, joined by dots`;
       }
+      // The meters follow object keys only, never into arrays (choices[0]): a path through one
+      // would never match, and every request would be charged as if it reported nothing.
+      if (/^\d+$/.test(name)) {
+        return `"${name}" in "${text}" reads like an array index, and arrays are not followed: usage is read from objects (usage.total_tokens, message.usage.input_tokens)`;
+      }
     }
     if (seen.has(text)) return `names ${text} twice, which would count it twice`;
     seen.add(text);

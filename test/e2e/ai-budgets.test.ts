@@ -43,10 +43,12 @@ const SOLO = [
 const HOSTILE = [
   // An honest report below the route's cost gives none of the cost back.
   { client: "h-below-cost", mode: "normal", stream: true, charged: COST, tokens: [1, 2] },
-  { client: "h-negative", mode: "negative", stream: true, charged: COST },
-  { client: "h-nan", mode: "nan", stream: true, charged: COST },
-  { client: "h-string", mode: "string", stream: true, charged: COST },
-  { client: "h-nan-json", mode: "nan", stream: false, charged: COST },
+  // A count that is no token count is no report: the answer costs the route's max_cost (chat),
+  // or its cost on a route without one (messages).
+  { client: "h-negative", mode: "negative", stream: true, charged: MAX_COST },
+  { client: "h-nan", mode: "nan", stream: true, charged: MAX_COST },
+  { client: "h-string", mode: "string", stream: true, charged: MAX_COST },
+  { client: "h-nan-json", mode: "nan", stream: false, charged: MAX_COST },
   { client: "h-negative-anthropic", mode: "negative", stream: true, charged: COST, anthropic: true },
   // A whole number above the cap (1 000 000) is charged as the cap: the budget is spent.
   { client: "h-huge", mode: "huge", stream: true, charged: BUDGET },
@@ -267,7 +269,7 @@ describe("a streamed completion through the gateway", () => {
     expect(await remaining(b, client)).toBe(MAX_COST - 150);
   });
 
-  it("a client that leaves after the usage event is charged that usage; one that leaves before any is charged the route's cost", async () => {
+  it("a client that leaves after the usage event is charged that usage; one that leaves before any is charged the route's max_cost", async () => {
     // The upstream reports 65 tokens, then takes 3 s to end; the client leaves on the report.
     const after = await llm(a, "leave-after", {
       tokens: [25, 40],
@@ -289,7 +291,8 @@ describe("a streamed completion through the gateway", () => {
     // Whatever the upstream does after the client left (stop, or finish and report) costs nothing more.
     await Promise.race([exchange.outcome, new Promise((r) => setTimeout(r, 2500))]);
     await new Promise((r) => setTimeout(r, 100));
-    expect(await remaining(a, "leave-before")).toBe(BUDGET - COST);
+    // Nothing was reported before it left: what the route declares a request may cost.
+    expect(await remaining(a, "leave-before")).toBe(BUDGET - MAX_COST);
     // And the first one was not charged twice when its upstream ended.
     await upstream.exchanges.find((e) => e.headers["tollgate-client"] === "leave-after")!.outcome;
     expect(await remaining(a, "leave-after")).toBe(BUDGET - 65);

@@ -7,6 +7,7 @@ import { request } from "node:http";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type InProcessGateway, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
+import { type RedisProcess, startRedis } from "../support/redis.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
 const config = (upstreamUrl: string) => `
@@ -230,17 +231,16 @@ describe("token budgets", () => {
     expect((await send(gw.url, { path: "/header", headers: { "x-api-key": "kb" } })).status).toBe(200);
   });
 
-  it("never gives back: a report below the route's cost, or a hostile one, takes only the cost", async () => {
-    for (const usage of [
-      { total_tokens: 0 },
-      { total_tokens: -5 },
-      { total_tokens: 1.5 },
-      { total_tokens: "900" },
-    ]) {
+  it("never gives back: a report below the route's cost takes the cost; a hostile one is no report", async () => {
+    answer = json({ total_tokens: 0 });
+    await send(gw.url, { path: "/chat", method: "POST", headers: { "x-api-key": "ka" } });
+    expect(remainingOf(await remaining("kb"), "p.tenant")).toBe(1000 - 1 - 1);
+    // -5, 1.5 and "900" are not token counts: each answer is charged the route's max_cost.
+    for (const usage of [{ total_tokens: -5 }, { total_tokens: 1.5 }, { total_tokens: "900" }]) {
       answer = json(usage);
       await send(gw.url, { path: "/chat", method: "POST", headers: { "x-api-key": "ka" } });
     }
-    expect(remainingOf(await remaining("kb"), "p.tenant")).toBe(1000 - 4 - 1);
+    expect(remainingOf(await remaining("kb"), "p.tenant")).toBe(1000 - 2 - 900 - 1);
   });
 });
 
@@ -304,6 +304,94 @@ describe("a body the gateway must be able to read", () => {
     };
     await send(gw.url, { path: "/chat", method: "POST", headers: { "x-api-key": "ka" } });
     expect(remainingOf(await remaining("kb"), "p.tenant")).toBe(1000 - 300 - 1);
-    expect(gw.logs.lines.some((l) => String(l.msg).startsWith("usage not readable"))).toBe(true);
+    const metrics = (await send(gw.adminUrl, { path: "/metrics" })).body;
+    expect(metrics).toMatch(/tollgate_usage_unreported_total\{route="chat",reason="compressed"\} 1/);
+  });
+
+  it("charges max_cost for a successful answer without usage, and the cost for an error answer", async () => {
+    // A stream without include_usage, and a content type no meter reads: max_cost each.
+    answer = sse([{ choices: [{ delta: { content: "a" } }] }]);
+    await send(gw.url, { path: "/chat", method: "POST", headers: { "x-api-key": "ka" } });
+    answer = (res) => {
+      res.writeHead(200, { "content-type": "application/x-ndjson" });
+      res.end(`${JSON.stringify({ usage: { total_tokens: 5 } })}\n`);
+    };
+    await send(gw.url, { path: "/chat", method: "POST", headers: { "x-api-key": "ka" } });
+    // An upstream's refusal without usage costs what admission took.
+    answer = (res) => {
+      res.writeHead(400, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: "bad request" } }));
+    };
+    await send(gw.url, { path: "/chat", method: "POST", headers: { "x-api-key": "ka" } });
+    expect(remainingOf(await remaining("kb"), "p.tenant")).toBe(1000 - 300 - 300 - 1 - 1);
+    const metrics = (await send(gw.adminUrl, { path: "/metrics" })).body;
+    expect(metrics).toMatch(/tollgate_usage_unreported_total\{route="chat",reason="no_usage"\} 2/);
+  });
+
+  it("charges max_cost to a client that leaves before any usage was reported", async () => {
+    answer = (res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      res.write(`data: ${JSON.stringify({ choices: [{ delta: { content: "a" } }] })}\n\n`);
+      // Never ends, never reports.
+    };
+    await new Promise<void>((resolve) => {
+      const { port } = new URL(gw.url);
+      const req = request({
+        port,
+        host: "127.0.0.1",
+        path: "/chat",
+        method: "POST",
+        headers: { "x-api-key": "ka" },
+      });
+      req.on("response", (res) => {
+        res.once("data", () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.on("error", () => {});
+      req.end();
+    });
+    await expect.poll(async () => remainingOf(await remaining("kb"), "p.tenant")).toBe(1000 - 300 - 1);
+  });
+});
+
+describe("a JSON answer of known length", () => {
+  let redis: RedisProcess;
+  let redisGw: InProcessGateway;
+  beforeAll(async () => {
+    redis = await startRedis();
+    redisGw = await startGateway(
+      config(upstream.url).replace(
+        'store: { url: "memory://" }',
+        `store: { url: ${redis.url}, timeout: 2s }`,
+      ),
+    );
+  });
+  afterAll(async () => {
+    await redisGw.stop();
+    await redis.stop();
+  });
+
+  it("reaches the client's last byte only once its charge is recorded", async () => {
+    const body = JSON.stringify({ choices: [{ message: { content: "hi" } }], usage: { total_tokens: 120 } });
+    let lastSentAt = 0;
+    answer = (res) => {
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+      res.write(body.slice(0, 10));
+      // Redis stops taking writes (the charge) for 300 ms just before the body completes.
+      void redis.client.call("CLIENT", "PAUSE", "300", "WRITE").then(() => {
+        lastSentAt = performance.now();
+        res.end(body.slice(10));
+      });
+    };
+    const r = await send(redisGw.url, { path: "/chat", method: "POST", headers: { "x-api-key": "ka" } });
+    const completedAt = performance.now();
+    expect(JSON.parse(r.body).usage.total_tokens).toBe(120);
+    // Held until the charge landed: the client could not see the body whole before it.
+    expect(completedAt - lastSentAt).toBeGreaterThan(200);
+    answer = (res) => res.end("{}");
+    const next = await send(redisGw.url, { path: "/header", headers: { "x-api-key": "kb" } });
+    expect(remainingOf(next.headers.ratelimit as string, "p.tenant")).toBe(1000 - 120 - 1);
   });
 });

@@ -81,6 +81,11 @@ describe("parseUsageFields", () => {
       'usage_fields entry "usage.tökens": "tökens" in "usage.tökens" is not a field name: names are letters, digits, _ and -, joined by dots',
     ],
     [
+      ["choices.0.usage.total_tokens"],
+      0,
+      'usage_fields entry "choices.0.usage.total_tokens": "0" in "choices.0.usage.total_tokens" reads like an array index, and arrays are not followed: usage is read from objects (usage.total_tokens, message.usage.input_tokens)',
+    ],
+    [
       ["usage.a + usage.a"],
       0,
       'usage_fields entry "usage.a + usage.a": names usage.a twice, which would count it twice',
