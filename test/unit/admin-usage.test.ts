@@ -235,6 +235,8 @@ describe("GET /admin/usage", () => {
       "bad_usage_query",
       'cursor "abc" is not one this API gave: pass the next_cursor of the previous answer, or leave it out to start',
     );
+    // One past the largest unsigned 64-bit number: Redis would refuse it as an error.
+    expectProblem(await ask("/admin/usage?cursor=18446744073709551616"), "bad_usage_query");
     for (const limit of ["0", "1001", "-1", "1.5", "ten", ""]) {
       expectProblem(
         await ask(`/admin/usage?limit=${limit}`),

@@ -26,6 +26,9 @@ export function usageZone(rt: Runtime): string {
   return rt.config.calendar.tz;
 }
 
+/** The largest SSCAN cursor: an unsigned 64-bit number. */
+const MAX_CURSOR = 2n ** 64n - 1n;
+
 /** A SSCAN cursor (an unsigned 64-bit number) or the memory ledger's offset. */
 const CURSOR = /^\d{1,20}$/;
 
@@ -71,7 +74,8 @@ export function usageEndpoints(deps: UsageEndpointDeps): { show: AdminHandler; l
       return;
     }
     const cursor = query.get("cursor") ?? undefined;
-    if (cursor !== undefined && !CURSOR.test(cursor)) {
+    // Past 2^64 - 1 Redis refuses it as an error, which would read as the store failing.
+    if (cursor !== undefined && (!CURSOR.test(cursor) || BigInt(cursor) > MAX_CURSOR)) {
       replyProblem(
         res,
         "bad_usage_query",
