@@ -212,7 +212,7 @@ export class CheckBatcher {
         }
         if (batch.settled) {
           // Decided after the gateway answered these requests without it: give back what it took.
-          this.refund(
+          void this.refund(
             batch.items.map((item, i) => ({
               checks: item.checks,
               decision: decisions[i]!,
@@ -251,9 +251,17 @@ export class CheckBatcher {
    * share a slot. A give-back that fails leaves the units to their window and the leases to
    * their expiry, as before.
    */
-  refund(taken: readonly Taken[]): void {
+  /**
+   * Gives back what `taken` took. Resolves once Redis has (or the store timeout passed, or it
+   * failed: what could not be given back stays to its window); never rejects.
+   */
+  refund(taken: readonly Taken[]): Promise<void> {
     const call = refundArguments(taken);
-    if (call) this.parts.refund(call.keys.length, ...call.keys, ...call.args).catch(() => {});
+    if (!call) return Promise.resolve();
+    return this.parts.boundary.bounded(this.parts.refund(call.keys.length, ...call.keys, ...call.args)).then(
+      () => {},
+      () => {},
+    );
   }
 }
 

@@ -2,7 +2,8 @@
 // limit beside a caller's own limits) cannot be one script call in a cluster. Its limits are
 // decided slot by slot, the caller's own first, each slot's part atomic on its own. A later
 // slot that denies, or gives no decision, is followed by a give-back (refund.lua) of what the
-// earlier slots took, so a route budget's denial leaves the caller's limits as they were. That
+// earlier slots took, so a route budget's denial leaves the caller's limits as they were (a
+// denial is answered once its give-back landed). That
 // is compensation, not atomicity: between the take and the give-back another request may see
 // the caller's limits lower than they end up (docs/scaling.md says so), and the answer reports
 // the earlier slots' limits as they were decided, before the give-back. A give-back that fails
@@ -38,17 +39,16 @@ export async function checkAcrossSlots(
   const outcomes: LimitOutcome[] = new Array(checks.length);
   // What the slots decided so far took: one give-back per slot (refund.lua's keys share a slot).
   const taken: Taken[] = [];
-  const giveBack = () => {
-    for (const t of taken) batcher.refund([t]);
-  };
+  const giveBack = () => Promise.all(taken.map((t) => batcher.refund([t])));
   for (const [slot, indexes] of groups) {
     const part = indexes.map((i) => checks[i]!);
     let decision: StoreDecision;
     try {
       decision = await batcher.enqueuePart(slot, part, slot === logSlot ? options : undenied);
     } catch (err) {
-      // The request is answered without the store's decision: what earlier slots took goes back.
-      giveBack();
+      // The request is answered without the store's decision: what earlier slots took goes back
+      // (not waited for: the store is failing, and the answer must not wait on it twice).
+      void giveBack();
       throw err;
     }
     indexes.forEach((i, j) => {
@@ -56,8 +56,9 @@ export async function checkAcrossSlots(
     });
     if (!decision.allowed) {
       // This slot's part took nothing (check.lua: a request is all or nothing); earlier slots'
-      // parts did, and the request is not admitted: they go back.
-      giveBack();
+      // parts did, and the request is not admitted: they go back before it is answered, so the
+      // caller's next request (and the 429's own headers' next reading) sees them back.
+      await giveBack();
       if (denial && slot !== logSlot && parts.log) {
         const limits = part.filter((c, j) => !decision.outcomes[j]!.allowed && !c.spec.shadow);
         const at = Number(batcher.decidedAt(decision) ?? options?.nowMs ?? Date.now());
