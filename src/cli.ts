@@ -1,19 +1,25 @@
 #!/usr/bin/env node
-// The command line: flags, --check, signals. The gateway itself lives in gateway/.
+// The command line: flags, --check, signals, and the operator commands (keys, overrides) that
+// call a running gateway's admin API (cli/). The gateway itself lives in gateway/, loaded only
+// when this process runs or checks one: an operator command, or --help, never pays for loading
+// it (0.06 s to start instead of 0.4 s on one machine).
 import { readFileSync } from "node:fs";
-import { compileRuntime } from "./config/compile.js";
-import { loadConfigFile } from "./config/load.js";
-import { formatProblem } from "./config/problems.js";
-import { Gateway } from "./gateway/gateway.js";
-import { exitOnStartError, isWorker, runPrimary, runWorker, workerCount } from "./gateway/workers.js";
+import { isAdminGroup } from "./cli/admin-args.js";
+import type { Gateway } from "./gateway/gateway.js";
 
 const USAGE = `usage: tollgate [--config PATH] [--check]
+       tollgate keys create|list|revoke|rotate ...
+       tollgate overrides set|list|delete ...
 
   --config PATH   the YAML config (default: $TOLLGATE_CONFIG, else config/gateway.yaml)
   --check         validate the config and exit: 0 when valid (warnings printed, and counted
                   in the summary), 2 when not, with one FILE:LINE:COLUMN line per problem
   --version       print the version
   --help          this text
+
+commands, against a running gateway's admin API at $TOLLGATE_ADMIN_URL with $TOLLGATE_ADMIN_TOKEN:
+  keys            issue, list, revoke and rotate API keys (tollgate keys --help)
+  overrides       size one caller's limit for a while (tollgate overrides --help)
 `;
 
 interface Args {
@@ -44,6 +50,11 @@ function parseArgs(argv: readonly string[]): Args | { exit: number; message: str
 }
 
 async function check(file: string): Promise<number> {
+  const [{ compileRuntime }, { loadConfigFile }, { formatProblem }] = await Promise.all([
+    import("./config/compile.js"),
+    import("./config/load.js"),
+    import("./config/problems.js"),
+  ]);
   const loaded = await loadConfigFile(file, process.env);
   // Errors and warnings together, in file order: every problem in one pass.
   const all = [...(loaded.ok ? [] : loaded.problems), ...loaded.warnings].sort(
@@ -66,6 +77,10 @@ async function check(file: string): Promise<number> {
 }
 
 async function run(file: string): Promise<void> {
+  const [{ Gateway }, { exitOnStartError }] = await Promise.all([
+    import("./gateway/gateway.js"),
+    import("./gateway/workers.js"),
+  ]);
   let gateway: Gateway;
   try {
     gateway = await Gateway.start({ configFile: file });
@@ -90,18 +105,29 @@ async function run(file: string): Promise<void> {
   process.on("SIGHUP", () => void gateway.reload("signal"));
 }
 
-const args = parseArgs(process.argv.slice(2));
-if ("exit" in args) {
+const argv = process.argv.slice(2);
+const args = isAdminGroup(argv[0]) ? { admin: argv } : parseArgs(argv);
+if ("admin" in args) {
+  const { runAdminCommand } = await import("./cli/admin-command.js");
+  process.exitCode = await runAdminCommand(args.admin, {
+    env: process.env,
+    stdout: (text) => process.stdout.write(text),
+    stderr: (text) => process.stderr.write(text),
+  });
+} else if ("exit" in args) {
   (args.exit === 0 ? process.stdout : process.stderr).write(args.message);
   process.exit(args.exit);
 } else if (args.check) {
   process.exitCode = await check(args.config);
-} else if (isWorker) {
-  await runWorker(args.config);
 } else {
-  // workers > 1: this process becomes the primary of a node:cluster.
-  const loaded = await loadConfigFile(args.config, process.env);
-  const count = loaded.ok ? workerCount(loaded.config.workers) : 1;
-  if (count > 1) await runPrimary(args.config, count);
-  else await run(args.config);
+  const { isWorker, runPrimary, runWorker, workerCount } = await import("./gateway/workers.js");
+  if (isWorker) await runWorker(args.config);
+  else {
+    // workers > 1: this process becomes the primary of a node:cluster.
+    const { loadConfigFile } = await import("./config/load.js");
+    const loaded = await loadConfigFile(args.config, process.env);
+    const count = loaded.ok ? workerCount(loaded.config.workers) : 1;
+    if (count > 1) await runPrimary(args.config, count);
+    else await run(args.config);
+  }
 }

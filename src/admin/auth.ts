@@ -1,38 +1,113 @@
-// The operator API's credential: `admin.token` as a bearer token. Until a token is configured
-// `/admin/*` answers 404, so an unconfigured gateway exposes nothing there.
-import { createHash, timingSafeEqual } from "node:crypto";
+// The operator API's credentials: the named tokens of `admin.tokens` (or the single `admin.token`,
+// a write token named `admin`), each with a scope. Until a token is configured `/admin/*` answers
+// 404, so an unconfigured gateway exposes nothing there. Which token a request presents becomes
+// its principal: the guard hands it to the handler, which writes its name (never the token) to
+// the audit log.
+
+import { timingSafeEqual } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { type AdminScope, type AdminToken, tokenDigest } from "../config/admin-tokens.js";
 import { replyProblem } from "./reply.js";
 import type { Guard } from "./router.js";
 
+/** Who an operator request acts as: the token's name and scope. */
+export interface AdminPrincipal {
+  readonly name: string;
+  readonly scope: AdminScope;
+}
+
+const REALM = 'Bearer realm="tollgate-admin"';
+
 /**
- * Whether `authorization` carries the admin token. Both sides are hashed first so the
- * comparison takes the same time whatever the presented token's length or content.
+ * The scope a method needs. GET and HEAD read; every other method is a write, so a method an
+ * endpoint takes later (or one no endpoint takes) is never open to a read token by omission.
  */
-export function adminAuthorized(authorization: string | undefined, token: string): boolean {
-  const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization ?? "")?.[1] ?? "";
-  const a = createHash("sha256").update(presented).digest();
-  const b = createHash("sha256").update(token).digest();
-  return timingSafeEqual(a, b) && presented.length > 0;
+export function scopeNeeded(method: string | undefined): AdminScope {
+  return method === "GET" || method === "HEAD" ? "read" : "write";
+}
+
+/** Whether a token of scope `held` may do what needs `needed`: write covers read. */
+export function scopeAllows(held: AdminScope, needed: AdminScope): boolean {
+  return held === "write" || needed === "read";
 }
 
 /**
- * The guard of every operator path: 404 admin-disabled unless `token()` (the live config's
- * admin.token, read per request so a reload can set or change it) is set, then 401 unless the
- * request presents it.
+ * The token `authorization` presents, or undefined. The presented token is hashed once and its
+ * hash compared with every configured token's in constant time, all of them, whichever matches:
+ * how long this takes says nothing about the presented token or which name it belongs to.
  */
-export function requireAdminToken(token: () => string): Guard {
-  return (req, res) => {
-    const expected = token();
-    if (expected === "") {
-      replyProblem(res, "admin_disabled", "the admin API is disabled: set admin.token to enable it");
-      return false;
+export function authenticate(
+  authorization: string | undefined,
+  tokens: readonly AdminToken[],
+): AdminPrincipal | undefined {
+  const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization ?? "")?.[1] ?? "";
+  const digest = tokenDigest(presented);
+  let found: AdminToken | undefined;
+  for (const token of tokens) {
+    const same = timingSafeEqual(digest, token.digest);
+    if (same && found === undefined) found = token;
+  }
+  if (found === undefined || presented.length === 0) return undefined;
+  return { name: found.name, scope: found.scope };
+}
+
+/** What the guard does with a request: a pure decision over the method, the header and the tokens. */
+export type Access =
+  | { kind: "disabled" }
+  | { kind: "unauthenticated" }
+  | { kind: "forbidden"; principal: AdminPrincipal; needed: AdminScope }
+  | { kind: "allowed"; principal: AdminPrincipal };
+
+export function decideAccess(
+  method: string | undefined,
+  authorization: string | undefined,
+  tokens: readonly AdminToken[],
+): Access {
+  if (tokens.length === 0) return { kind: "disabled" };
+  const principal = authenticate(authorization, tokens);
+  if (!principal) return { kind: "unauthenticated" };
+  const needed = scopeNeeded(method);
+  return scopeAllows(principal.scope, needed)
+    ? { kind: "allowed", principal }
+    : { kind: "forbidden", principal, needed };
+}
+
+/**
+ * The guard of every operator path, before the path is looked at: 404 admin-disabled unless a
+ * token is configured (`tokens()` is the live config's, read per request so a reload can add,
+ * remove or rotate one), 401 unless the request presents one of them, 403 when its scope does
+ * not cover the method (RFC 6750's insufficient_scope); otherwise the principal goes on to the
+ * handler.
+ */
+export function requireAdminToken(tokens: () => readonly AdminToken[]): Guard {
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const access = decideAccess(req.method, req.headers.authorization, tokens());
+    switch (access.kind) {
+      case "allowed":
+        return access.principal;
+      case "disabled":
+        replyProblem(
+          res,
+          "admin_disabled",
+          "the admin API is disabled: set admin.tokens (or admin.token) to enable it",
+        );
+        return false;
+      case "unauthenticated":
+        replyProblem(res, "unauthorized", "send Authorization: Bearer <admin.token>", undefined, {
+          "www-authenticate": REALM,
+        });
+        return false;
+      case "forbidden": {
+        const { principal, needed } = access;
+        replyProblem(
+          res,
+          "insufficient_scope",
+          `the token "${principal.name}" has scope ${principal.scope}; ${req.method} needs scope ${needed}: use a token with scope ${needed}`,
+          { required_scope: needed },
+          { "www-authenticate": `${REALM}, error="insufficient_scope", scope="${needed}"` },
+        );
+        return false;
+      }
     }
-    if (!adminAuthorized(req.headers.authorization, expected)) {
-      replyProblem(res, "unauthorized", "send Authorization: Bearer <admin.token>", undefined, {
-        "www-authenticate": 'Bearer realm="tollgate-admin"',
-      });
-      return false;
-    }
-    return true;
   };
 }

@@ -13,6 +13,8 @@ import { keyTail, readsRequest } from "../limits/key-by.js";
 import { binds, denialLogKey, limitKey, requestLimitKey } from "../limits/keys.js";
 import type { PlannedLimit } from "../limits/plan.js";
 import type { LimitCheck } from "../limits/spec.js";
+import { type OverrideRecord, overrideContext } from "../runtime/override-rules.js";
+import type { OverrideTable } from "../runtime/override-table.js";
 import { applicableLimits } from "./runtime-limits.js";
 
 export type CallerRef = { kind: "client" | "tenant" | "ip"; id: string };
@@ -47,6 +49,11 @@ export interface CallerLimits {
   tenant: string | undefined;
   /** Names of the limits the client's own `limits` size (clients[].limits), not its plan. */
   overridden: ReadonlySet<string>;
+  /**
+   * Limits an operator's runtime override sizes for this caller (PUT /admin/overrides), by name:
+   * `checks` and `keyed` carry the overridden size already.
+   */
+  runtimeOverrides: ReadonlyMap<string, OverrideRecord>;
   /** Limits keyed by the caller and request values, one prefix each. */
   keyed: KeyedLimit[];
   /** Route budgets and value-keyed limits that bind the caller (none for a tenant). */
@@ -119,7 +126,7 @@ class Collector {
     return this.checks.size + this.keyed.size;
   }
 
-  result(rest: Pick<CallerLimits, "logKey" | "plan" | "tenant" | "overridden">): {
+  result(rest: Pick<CallerLimits, "logKey" | "plan" | "tenant" | "overridden" | "runtimeOverrides">): {
     ok: true;
     limits: CallerLimits;
   } {
@@ -138,14 +145,26 @@ class Collector {
 /**
  * The limits of a caller. A client is looked up in the config; a JWT caller (not in the config)
  * needs `plan` (and `tenant` when it has one) from the query, since only its token says them.
+ * With `overrides`, a limit an operator's runtime override sizes for the caller (or its tenant)
+ * is read at that size, as the limiter checks it.
  */
 export function callerLimits(
   rt: Runtime,
   ref: CallerRef,
   query: { plan?: string; tenant?: string } = {},
+  overrides?: Pick<OverrideTable, "effective">,
 ): CallerLookup {
   const prefix = rt.store.prefix;
   const found = new Collector(prefix);
+  const runtimeOverrides = new Map<string, OverrideRecord>();
+  const context = overrideContext(rt);
+  /** The limit at the size in force for `who`. */
+  const sized = (who: { client: string | undefined; tenant: string | undefined }, limit: PlannedLimit) => {
+    const effective = overrides?.effective(who, limit, context);
+    if (!effective) return limit;
+    runtimeOverrides.set(limit.spec.name, effective.record);
+    return effective.limit;
+  };
 
   if (ref.kind === "client") {
     // A client with its own limits has a plan of its own, compiled with them under the plan's
@@ -165,29 +184,38 @@ export function callerLimits(
     }
     const tenant = configured?.tenant ?? query.tenant;
     const caller: Caller = { kind: "client", id: ref.id, plan, tenant, ipKey: "" };
+    const who = { client: ref.id, tenant };
     for (const [limit, routes] of applicableLimits(rt, plan)) {
       // Keyed by whatever IP the client calls from: shown under ip:<address>.
-      if (binds(limit, caller)) found.any(caller, limit, routes, true);
+      if (binds(limit, caller)) found.any(caller, sized(who, limit), routes, true);
     }
     return found.result({
       logKey: denialLogKey(prefix, caller),
       plan: plan.name,
       tenant,
       overridden: configured ? overriddenNames(rt, ref.id, plan.name) : NONE,
+      runtimeOverrides,
     });
   }
 
   if (ref.kind === "tenant") {
     const caller: Caller = { kind: "client", id: "", plan: undefined as never, tenant: ref.id, ipKey: "" };
+    const who = { client: undefined, tenant: ref.id };
     const visit = (limit: PlannedLimit) => {
-      if (limit.by.scope === "tenant") found.own(caller, limit);
+      if (limit.by.scope === "tenant") found.own(caller, sized(who, limit));
       else if (limit.by.scope === undefined && limit.by.tagPart?.kind === "tenant")
-        found.keyedBy(caller, limit);
+        found.keyedBy(caller, sized(who, limit));
     };
     for (const plan of rt.plans.values()) for (const limit of plan.limits) visit(limit);
     for (const route of rt.routeList) for (const limit of route.limits) visit(limit);
     if (found.size === 0) return { ok: false, status: 404, detail: "no limit is kept per tenant" };
-    return found.result({ logKey: undefined, plan: undefined, tenant: ref.id, overridden: NONE });
+    return found.result({
+      logKey: undefined,
+      plan: undefined,
+      tenant: ref.id,
+      overridden: NONE,
+      runtimeOverrides,
+    });
   }
 
   const bytes = parseIp(ref.id);
@@ -211,6 +239,7 @@ export function callerLimits(
     plan: rt.anonymousPlan?.name,
     tenant: undefined,
     overridden: NONE,
+    runtimeOverrides,
   });
 }
 

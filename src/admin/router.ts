@@ -1,12 +1,14 @@
 // The admin listener's dispatch: a table of method + path pattern → handler, compiled once.
-// In order: the guard (the operator API's token, asked once for every path behind it), the path
-// (404 no-endpoint), its parameters (400 when an escape is not UTF-8), the method (405 with
-// Allow), the handler. A handler's failure is answered here too: a ProblemError as its problem,
-// anything else as a 500 that names only the request id, the error itself going to the log.
+// In order: the guard (the operator API's token and its scope, asked once for every path behind
+// it; the principal it found is handed to the handler), the path (404 no-endpoint), its
+// parameters (400 when an escape is not UTF-8), the method (405 with Allow), the handler. A
+// handler's failure is answered here too: a ProblemError as its problem, anything else as a 500
+// that names only the request id, the error itself going to the log.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { ProblemCode } from "../http/problem.js";
 import { requestIdOf } from "../http/request-id.js";
+import type { AdminPrincipal } from "./auth.js";
 import { ProblemError, replyProblem } from "./reply.js";
 
 export interface AdminRequest {
@@ -19,6 +21,11 @@ export interface AdminRequest {
    * one that is not UTF-8 becomes U+FFFD.
    */
   readonly query: URLSearchParams;
+  /**
+   * The admin token that authorised the request (its name and scope, never the token), as the
+   * guard found it; undefined behind a guard that names nobody (the probes).
+   */
+  readonly principal?: AdminPrincipal | undefined;
 }
 
 export type AdminHandler = (request: AdminRequest) => Promise<void> | void;
@@ -42,8 +49,11 @@ export interface ParameterProblem {
   detail: string;
 }
 
-/** Asked before the path is matched; answers the request itself and returns false to stop it. */
-export type Guard = (req: IncomingMessage, res: ServerResponse) => boolean;
+/**
+ * Asked before the path is matched; answers the request itself and returns false to stop it.
+ * To let it pass: true, or the principal it authenticated, which the handler is given.
+ */
+export type Guard = (req: IncomingMessage, res: ServerResponse) => boolean | AdminPrincipal;
 
 export interface RouterOptions {
   routes: readonly AdminRoute[];
@@ -149,7 +159,9 @@ export function createRouter(
   const { guard, logger } = options;
 
   async function dispatch(req: IncomingMessage, res: ServerResponse, url: string, path: string) {
-    if (guard && !guard(req, res)) return;
+    const passed = guard ? guard(req, res) : true;
+    if (passed === false) return;
+    const principal = passed === true ? undefined : passed;
     const parts = path.split("/");
     let resource: Resource | undefined;
     let raw: Map<string, string> | null = null;
@@ -181,7 +193,8 @@ export function createRouter(
       return;
     }
     const q = url.indexOf("?");
-    await route.handle({ req, res, params, query: new URLSearchParams(q === -1 ? "" : url.slice(q + 1)) });
+    const query = new URLSearchParams(q === -1 ? "" : url.slice(q + 1));
+    await route.handle({ req, res, params, query, principal });
   }
 
   return async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {

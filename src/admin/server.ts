@@ -1,6 +1,7 @@
 // The admin listener: liveness, readiness and metrics for anyone who can reach it, and the
-// operator API under /admin behind admin.token (auth.ts). Each endpoint is a handler under
-// endpoints/; the two route tables below say which method and path reach it (router.ts).
+// operator API under /admin behind the admin tokens and their scopes (auth.ts), every write
+// audited (runtime/audit.ts). Each endpoint is a handler under endpoints/; the two route tables
+// below say which method and path reach it (router.ts).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Runtime } from "../config/compile.js";
@@ -9,19 +10,26 @@ import type { Limiter } from "../limits/limiter.js";
 import type { Store } from "../limits/stores/contract.js";
 import type { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
+import { type AuditLog, createAuditLog } from "../runtime/audit.js";
+import { MemoryChangeFeed } from "../runtime/changes.js";
+import { createKeyStore, type KeyStore } from "../runtime/keys.js";
+import { MemoryOverrideStore, Overrides } from "../runtime/overrides.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import { requireAdminToken } from "./auth.js";
+import { listAudit } from "./endpoints/audit.js";
 import { callerEndpoints } from "./endpoints/callers.js";
 import { showConfig } from "./endpoints/config.js";
 import { topDenials } from "./endpoints/denials.js";
+import { keyEndpoints } from "./endpoints/keys.js";
 import { limitEndpoints } from "./endpoints/limits.js";
 import { metrics } from "./endpoints/metrics.js";
+import { overrideEndpoints } from "./endpoints/overrides.js";
 import { healthz, readyz } from "./endpoints/probes.js";
 import { reloadConfig } from "./endpoints/reload.js";
 import { usageEndpoints } from "./endpoints/usage.js";
 import type { UpstreamCounts } from "./readiness.js";
 import { replyProblem } from "./reply.js";
-import { createRouter, type Guard, type ParameterProblem, requestPath } from "./router.js";
+import { type AdminRoute, createRouter, type Guard, type ParameterProblem, requestPath } from "./router.js";
 import { fromStoreDescribedBy } from "./store-failure.js";
 
 /** What the admin listener reads. Its functions are called on their own, not as methods: pass arrows. */
@@ -45,6 +53,21 @@ export interface AdminDeps {
   upstreams?: UpstreamCounts | undefined;
   /** Where an unexpected error of an admin request is logged in full. */
   logger?: Pick<Logger, "error">;
+  /**
+   * The audit log every write endpoint records into and GET /admin/audit reads; default: an
+   * in-process ring (the gateway passes the one in the store's Redis).
+   */
+  audit?: AuditLog;
+  /**
+   * The keys issued at runtime, for /admin/keys; default: an in-process store (the gateway
+   * passes the one in the store's Redis, which every instance reads).
+   */
+  keys?: () => KeyStore;
+  /**
+   * The runtime overrides, for /admin/overrides and the sizes /admin/callers shows; default: an
+   * in-process store (the gateway passes the one every instance applies).
+   */
+  overrides?: () => Overrides;
 }
 
 /** The operator API's path parameters, and the 400 of each when its escapes are not UTF-8. */
@@ -59,6 +82,11 @@ const PARAMETERS: Record<string, ParameterProblem> = {
     detail:
       "the limit name is not valid percent-encoded UTF-8; name the limit as <plan>.<key> (free.global) or <route>.<name> (search.total)",
   },
+  id: {
+    code: "bad_key_request",
+    detail:
+      "the key id is not valid percent-encoded UTF-8; ids look like key_ followed by 12 letters and digits (GET /admin/keys?client=<id> lists them)",
+  },
 };
 
 /**
@@ -71,40 +99,92 @@ const getOrHeadOnly: Guard = (req, res) => {
   return false;
 };
 
-export function createAdminHandler(deps: AdminDeps) {
-  const describeStoreError =
+function describeStoreErrorOf(deps: AdminDeps): (err: unknown) => string {
+  return (
     deps.describeStoreError ??
-    ((err: unknown) => new StoreErrors(storeAddress(deps.runtime().store)).describe(err));
-  const fromStore = fromStoreDescribedBy(describeStoreError);
-  const { runtime, store, limiter, reload, logger } = deps;
+    ((err: unknown) => new StoreErrors(storeAddress(deps.runtime().store)).describe(err))
+  );
+}
+
+/**
+ * The operator API's route table, behind the token of auth.ts: every method but GET and HEAD
+ * needs a write token, and every write endpoint records what it did in `audit`. Exported so a
+ * test can walk every write endpoint, those added later included.
+ */
+export function operatorRoutes(deps: AdminDeps): AdminRoute[] {
+  const fromStore = fromStoreDescribedBy(describeStoreErrorOf(deps));
+  const { runtime, store, limiter, reload } = deps;
+  const audit =
+    deps.audit ??
+    createAuditLog(
+      { kind: "memory" },
+      { settings: () => ({ prefix: runtime().store.prefix, retentionMs: runtime().admin.auditRetentionMs }) },
+    );
+  const inProcessOverrides = deps.overrides ? undefined : inProcessOverridesService();
+  const overrides = deps.overrides ?? (() => inProcessOverrides!);
   /** What the endpoints that read or reset limit state are given. */
-  const state = { runtime, store, limiter, fromStore };
+  const state = { runtime, store, limiter, fromStore, audit, overrides: () => overrides().table };
   const callers = callerEndpoints(state);
   const limits = limitEndpoints(state);
   const usage = deps.usage ? usageEndpoints({ runtime, usage: deps.usage, fromStore }) : undefined;
+  const reloadFile = reloadConfig({ reload, file: () => runtime().file, audit });
+  const inProcessKeys = deps.keys
+    ? undefined
+    : createKeyStore({ kind: "memory", feed: new MemoryChangeFeed() });
+  const keys = keyEndpoints({ runtime, keys: deps.keys ?? (() => inProcessKeys!), fromStore, audit });
+  const overridden = overrideEndpoints({ runtime, overrides, fromStore, audit });
+  return [
+    { method: "GET", pattern: "/admin/callers/{caller...}", handle: callers.show },
+    { method: "DELETE", pattern: "/admin/callers/{caller...}", handle: callers.reset },
+    { method: "GET", pattern: "/admin/limits/{name}", handle: limits.show },
+    { method: "HEAD", pattern: "/admin/limits/{name}", handle: limits.show },
+    { method: "DELETE", pattern: "/admin/limits/{name}", handle: limits.reset },
+    { method: "GET", pattern: "/admin/denials/top", handle: topDenials(state) },
+    ...(usage
+      ? [
+          { method: "GET", pattern: "/admin/usage", handle: usage.list },
+          { method: "HEAD", pattern: "/admin/usage", handle: usage.list },
+          { method: "GET", pattern: "/admin/usage/{caller...}", handle: usage.show },
+          { method: "HEAD", pattern: "/admin/usage/{caller...}", handle: usage.show },
+        ]
+      : []),
+    { method: "GET", pattern: "/admin/config", handle: showConfig(runtime) },
+    { method: "POST", pattern: "/admin/reload", handle: reloadFile, hint: "POST /admin/reload" },
+    { method: "GET", pattern: "/admin/audit", handle: listAudit({ audit: () => audit, fromStore }) },
+    { method: "HEAD", pattern: "/admin/audit", handle: listAudit({ audit: () => audit, fromStore }) },
+    { method: "POST", pattern: "/admin/keys", handle: keys.create, hint: "POST /admin/keys" },
+    { method: "GET", pattern: "/admin/keys", handle: keys.list },
+    { method: "HEAD", pattern: "/admin/keys", handle: keys.list },
+    { method: "DELETE", pattern: "/admin/keys/{id}", handle: keys.revoke },
+    {
+      method: "POST",
+      pattern: "/admin/keys/{id}/rotate",
+      handle: keys.rotate,
+      hint: "POST /admin/keys/{id}/rotate",
+    },
+    { method: "GET", pattern: "/admin/overrides/{caller}", handle: overridden.list },
+    { method: "HEAD", pattern: "/admin/overrides/{caller}", handle: overridden.list },
+    { method: "PUT", pattern: "/admin/overrides/{caller}/{name}", handle: overridden.put },
+    { method: "GET", pattern: "/admin/overrides/{caller}/{name}", handle: overridden.show },
+    { method: "HEAD", pattern: "/admin/overrides/{caller}/{name}", handle: overridden.show },
+    { method: "DELETE", pattern: "/admin/overrides/{caller}/{name}", handle: overridden.remove },
+  ];
+}
 
+/** Overrides kept in this process, for an admin handler built without a gateway (tests). */
+function inProcessOverridesService(): Overrides {
+  const feed = new MemoryChangeFeed();
+  return new Overrides({ store: new MemoryOverrideStore(feed), feed });
+}
+
+export function createAdminHandler(deps: AdminDeps) {
+  const describeStoreError = describeStoreErrorOf(deps);
+  const { runtime, store, logger } = deps;
   const operatorApi = createRouter({
-    guard: requireAdminToken(() => runtime().config.admin.token),
+    guard: requireAdminToken(() => runtime().admin.tokens),
     parameters: PARAMETERS,
     logger,
-    routes: [
-      { method: "GET", pattern: "/admin/callers/{caller...}", handle: callers.show },
-      { method: "DELETE", pattern: "/admin/callers/{caller...}", handle: callers.reset },
-      { method: "GET", pattern: "/admin/limits/{name}", handle: limits.show },
-      { method: "HEAD", pattern: "/admin/limits/{name}", handle: limits.show },
-      { method: "DELETE", pattern: "/admin/limits/{name}", handle: limits.reset },
-      { method: "GET", pattern: "/admin/denials/top", handle: topDenials(state) },
-      ...(usage
-        ? [
-            { method: "GET", pattern: "/admin/usage", handle: usage.list },
-            { method: "HEAD", pattern: "/admin/usage", handle: usage.list },
-            { method: "GET", pattern: "/admin/usage/{caller...}", handle: usage.show },
-            { method: "HEAD", pattern: "/admin/usage/{caller...}", handle: usage.show },
-          ]
-        : []),
-      { method: "GET", pattern: "/admin/config", handle: showConfig(runtime) },
-      { method: "POST", pattern: "/admin/reload", handle: reloadConfig(reload), hint: "POST /admin/reload" },
-    ],
+    routes: operatorRoutes(deps),
   });
 
   const scrape = metrics(

@@ -14,6 +14,7 @@ import { normalizeHostPattern } from "../routing/host.js";
 import { competingRoutes, HTTP_METHODS, methodSet } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { parseUsageFields } from "../usage/fields.js";
+import { checkAdminTokens } from "./admin-tokens.js";
 import { ANONYMOUS_PLAN, hasTokenBudgets } from "./compile.js";
 import type { PathSegment } from "./document.js";
 import { checkKeyBys, checkOverrideBy, sharedBy } from "./key-checks.js";
@@ -110,6 +111,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   const has = (map: object, key: string) => Object.hasOwn(map, key);
 
   checkStoreAndWorkers(config, invalid, add);
+  checkAdminTokens(config.admin, add);
 
   // A name is known when an item gives it, or when the item or the whole section that would
   // give it failed the schema (that failure is reported; "unknown" would only repeat it).

@@ -16,6 +16,7 @@ import { methodSet, RouteMatcher } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { compileRewrite, type PathRewrite } from "../routing/rewrite.js";
 import { DEFAULT_USAGE_FIELDS, parseUsageFields, type UsageFields } from "../usage/fields.js";
+import { type AdminToken, compileAdminTokens } from "./admin-tokens.js";
 import { type ListenerTls, listenAddress } from "./listener-tls.js";
 import type { ClientConfig, Config, FailurePolicy, LimitConfig, RouteConfig } from "./schema.js";
 import type { UpstreamTls } from "./upstream-tls.js";
@@ -176,6 +177,8 @@ export interface Runtime {
   readonly tokenBudgets: boolean;
   /** calendar.alert_at: the share of a calendar budget that alerts once per period; undefined: off. */
   readonly budgetAlertAt: number | undefined;
+  /** The operator API: the tokens it accepts (admin-tokens.ts) and how long its audit log keeps an entry. */
+  readonly admin: { readonly tokens: readonly AdminToken[]; readonly auditRetentionMs: number };
   readonly store: {
     /** The store's address as written (cluster and sentinel: a scheme naming the kind). */
     url: string;
@@ -485,6 +488,25 @@ function overridden(plan: PlanConfig, limits: NonNullable<ClientConfig["limits"]
   };
 }
 
+/**
+ * A plan with one client's `limits` in place, compiled against a running config: what the YAML's
+ * clients get from compileRuntime, for a key issued at runtime (runtime/keys.ts). The caller has
+ * checked the limits against this config (runtime/key-spec.ts), as checks.ts does for the YAML.
+ */
+export function compileClientPlan(
+  rt: Runtime,
+  planName: string,
+  limits: NonNullable<ClientConfig["limits"]>,
+): CompiledPlan {
+  const routesByName = new Map<string, CompiledRoute>();
+  for (const route of rt.routeList) if (!routesByName.has(route.name)) routesByName.set(route.name, route);
+  const plan = rt.config.plans[planName];
+  if (!plan) throw new Error(`plan "${planName}" is not in the running config`);
+  return compilePlan(planName, overridden(plan, limits), routesByName, rt.config.store.local_fraction, {
+    tz: rt.config.calendar.tz,
+  });
+}
+
 /** A limit's written `by`, compiled (the schema has checked it), or its default. */
 function compiledBy(written: LimitConfig["by"], fallback: KeyBy): KeyBy {
   if (written === undefined) return fallback;
@@ -654,6 +676,7 @@ export function compileRuntime(
     },
     tokenBudgets: hasTokenBudgets(config),
     budgetAlertAt: config.calendar.alert_at === false ? undefined : config.calendar.alert_at,
+    admin: { tokens: compileAdminTokens(config.admin), auditRetentionMs: config.admin.audit_retention },
     store: {
       url: config.store.url ?? (config.store.cluster ? "redis-cluster://" : "redis-sentinel://"),
       cluster: config.store.cluster,

@@ -55,6 +55,7 @@ const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
   clock_tolerance: "duration",
   interval: "duration",
   retention: "duration",
+  audit_retention: "duration",
   max_body: "size",
   error_rate: "percentage",
   alert_at: "percentage",
@@ -124,6 +125,9 @@ const EXAMPLES: Record<string, string> = {
   "exempt.ips": "[10.0.0.0/8]",
   "exempt.clients": "[internal-batch]",
   "admin.token": "${ADMIN_TOKEN}",
+  "admin.tokens[].name": "ops",
+  "admin.tokens[].token": "${OPS_TOKEN}",
+  "admin.tokens[].scope": "read",
   "identity.trusted_proxies": '[127.0.0.1/32, "::1/128", 10.0.0.0/8]',
 };
 

@@ -12,6 +12,7 @@ import {
 import { isTimeZone } from "../limits/calendar.js";
 import { KEY_PART_FORMS, parseKeyBy } from "../limits/key-by.js";
 import { hostPatternProblem } from "../routing/host.js";
+import { ADMIN_SCOPES, ADMIN_TOKEN_NAME } from "./admin-tokens.js";
 import { suggest } from "./problems.js";
 import { duration, percent, size } from "./scalars.js";
 
@@ -63,6 +64,33 @@ const listenSchema = z
 
 /** The longest usage.retention: beyond it an expiry is no longer a time Redis can be given. */
 const MAX_USAGE_RETENTION_MS = 3650 * 86_400_000;
+
+/** The longest admin.audit_retention: beyond it an expiry is no longer a time Redis can be given. */
+const MAX_AUDIT_RETENTION_MS = 3650 * 86_400_000;
+
+/** A key's error that tells a missing key from a wrong value. */
+const missingOr =
+  (key: string, wrong: string) =>
+  (issue: { input?: unknown }): string =>
+    issue.input === undefined ? `${key} is required: ${wrong.replace(/^expected /, "")}` : wrong;
+
+/** One entry of `admin.tokens` (config/admin-tokens.ts compiles and cross-checks them). */
+const adminTokenSchema = z.strictObject({
+  name: z
+    .string({ error: missingOr("name", "expected a token name such as ops or ci-deploy") })
+    .regex(
+      ADMIN_TOKEN_NAME,
+      'a token name starts with a letter or digit and holds only letters, digits, ".", "_" and "-" (1 to 64 of them): the audit log and the logs show it',
+    )
+    .describe("who the token is: the audit log and the logs show this name, never the token"),
+  token: z
+    .string({ error: missingOr("token", "expected the token as a string, e.g. ${OPS_TOKEN}") })
+    .min(1, "the token is empty: set the variable it comes from, or remove this entry")
+    .describe("the bearer token; write it as ${VAR} to keep it out of the file"),
+  scope: z
+    .enum(ADMIN_SCOPES, { error: missingOr("scope", "expected read or write") })
+    .describe("read: GET and HEAD only; write: also DELETE, POST, PUT and PATCH"),
+});
 
 /** Where the upstream reports a request's cost (route `charge`). */
 export const CHARGE_SOURCES = ["header", "usage"] as const;
@@ -459,9 +487,24 @@ export const configSchema = z
     admin: z
       .strictObject({
         listen: hostPort().default("127.0.0.1:9090"),
-        token: z.string().default("").describe("bearer token for /admin/*; empty: /admin/* answers 404"),
+        token: z
+          .string()
+          .optional()
+          .describe(
+            "one bearer token for /admin/*, allowed to read and write (audited as admin); empty or absent with no tokens: /admin/* answers 404",
+          ),
+        tokens: z
+          .array(adminTokenSchema)
+          .optional()
+          .describe("named bearer tokens for /admin/*, each read or write; give this or token, not both"),
+        audit_retention: duration()
+          .refine((ms) => ms >= 1000, "keep the audit log at least 1s")
+          .refine((ms) => ms <= MAX_AUDIT_RETENTION_MS, "keep the audit log at most 3650d (ten years)")
+          .default(30 * 86_400_000)
+          .describe("how long each entry of the audit log (GET /admin/audit) is kept (default 30d)"),
       })
-      .default({ listen: "127.0.0.1:9090", token: "" }),
+      .prefault({})
+      .describe("the admin listener: probes, metrics and the operator API under /admin"),
     store: z.strictObject({
       url: z
         .string()
@@ -607,7 +650,9 @@ export const configSchema = z
             "the IANA time zone calendar windows (window: 1 day, 1 week, 1 month) and usage periods start at 00:00 in, daylight-saving days included (default UTC)",
           ),
         alert_at: z
-          .union([percent(), z.literal(false)])
+          .union([percent(), z.literal(false)], {
+            error: "expected a share of the budget such as 80%, or false for no alerts",
+          })
           .default(0.8)
           .refine(
             (share) => share === false || (share > 0 && share <= 1),
@@ -630,6 +675,20 @@ export const configSchema = z
       })
       .prefault({})
       .describe("the usage ledger: tokens and requests per caller, budget limit, calendar month and day"),
+    keys: z
+      .strictObject({
+        cache: z
+          .number()
+          .int()
+          .min(100)
+          .max(10_000_000)
+          .default(100_000)
+          .describe(
+            "stored API keys (POST /admin/keys) each instance keeps in memory, the least recently used let go first; a cached key costs no Redis command (default 100000, about 1 KB each)",
+          ),
+      })
+      .prefault({})
+      .describe("API keys issued at runtime through the admin API (the YAML's clients are always known)"),
   })
   .describe("tollgate gateway configuration");
 

@@ -17,6 +17,11 @@ import { StoreErrors, storeAddress } from "../observability/store-errors.js";
 import { SustainedDenials } from "../observability/sustained.js";
 import { createPipeline } from "../proxy/pipeline.js";
 import { UpstreamPools } from "../proxy/upstreams.js";
+import type { AuditLog } from "../runtime/audit.js";
+import type { MemoryChangeFeed, RedisChangeFeed } from "../runtime/changes.js";
+import type { KeyLookup } from "../runtime/key-lookup.js";
+import type { KeyStore } from "../runtime/keys.js";
+import type { Overrides } from "../runtime/overrides.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import { Generations } from "./generation.js";
 import {
@@ -31,7 +36,16 @@ import {
 } from "./listeners.js";
 import { type ReloadResult, type ReloadTrigger, runtimeOf } from "./reload-decision.js";
 import { finishInFlight } from "./shutdown.js";
-import { createLocalFallbackStore, createStore, createUsage, waitForStore } from "./store.js";
+import {
+  createAudit,
+  createChanges,
+  createLocalFallbackStore,
+  createOverrides,
+  createRuntimeKeys,
+  createStore,
+  createUsage,
+  waitForStore,
+} from "./store.js";
 
 export type { ReloadResult, ReloadTrigger } from "./reload-decision.js";
 
@@ -61,6 +75,15 @@ export class Gateway {
   private readonly store: Store;
   /** Tokens and requests per caller and period, beside the store; outlives reloads. */
   private readonly usage: UsageLedger;
+  /** Every write made through the admin API, beside the store; outlives reloads. */
+  private readonly audit: AuditLog;
+  /** How this instance learns of every instance's runtime changes (keys, overrides). */
+  readonly changes: MemoryChangeFeed | RedisChangeFeed;
+  /** Keys issued at runtime (/admin/keys), and the request path's cached way to them. */
+  private readonly keys: KeyStore;
+  private readonly keyLookup: KeyLookup;
+  /** Operators' runtime sizes of callers' limits (/admin/overrides), applied by every generation. */
+  private readonly overrides: Overrides;
   /** Store failures in an operator's words, with the cause of the last failed connection. */
   private readonly storeErrors: StoreErrors;
   /** The local fallback store outlives reloads: an outage does not restart its counting. */
@@ -114,6 +137,31 @@ export class Gateway {
       this.metrics,
       this.storeErrors,
     );
+    this.audit = createAudit(
+      created.ledger,
+      () => this.generations.current.runtime,
+      logger,
+      this.metrics,
+      this.storeErrors,
+    );
+    this.changes = createChanges(created.ledger, runtime, logger, this.metrics);
+    ({ keys: this.keys, lookup: this.keyLookup } = createRuntimeKeys(
+      created.ledger,
+      this.changes,
+      runtime,
+      () => this.generations.current.runtime,
+      logger,
+      this.metrics,
+      this.storeErrors,
+    ));
+    this.overrides = createOverrides(
+      created.ledger,
+      this.changes,
+      runtime,
+      logger,
+      this.metrics,
+      this.storeErrors,
+    );
     this.generations = new Generations(runtime, {
       store: this.store,
       usage: this.usage,
@@ -122,6 +170,7 @@ export class Gateway {
       metrics: this.metrics,
       logger,
       env: options.env ?? process.env,
+      overrides: this.overrides.table,
       onReload: (result) => {
         this.applyCertificate();
         options.onReload?.(result);
@@ -141,6 +190,11 @@ export class Gateway {
     }
     const gateway = new Gateway(runtime, logger, options);
     await waitForStore(gateway.store, runtime, logger);
+    // After every listener of the feed is attached (the key cache, the overrides).
+    gateway.changes.start();
+    // The overrides in force from the first request (bounded by the store timeout; a store that
+    // cannot answer is read again in the background).
+    await gateway.overrides.start();
     const role = options.role ?? "all";
     await gateway.listen({ ...PROXY_SERVER_OPTIONS, ...options.serverOptions }, role, options.metricsText);
     // Workers reload when their primary says so; only one process watches the file.
@@ -185,6 +239,7 @@ export class Gateway {
         sustained: this.sustained,
         tunnels: this.tunnels,
         authFailures: this.authFailures,
+        storedKeys: this.keyLookup,
         scheme: generations.current.runtime.listen.tls ? "https" : "http",
       });
       this.servedTls = generations.current.runtime.listen.tls;
@@ -202,6 +257,9 @@ export class Gateway {
         describeStoreError: (err) => this.storeErrors.describe(err),
         upstreams: () => this.pools.counts(),
         logger: this.logger,
+        audit: this.audit,
+        keys: () => this.keys,
+        overrides: () => this.overrides,
       });
       this.adminServer = createAdminServer(admin);
     }
@@ -214,6 +272,8 @@ export class Gateway {
     } catch (err) {
       this.proxyServer?.close();
       this.adminServer?.close();
+      this.overrides.stop();
+      await this.changes.stop();
       await this.store.close();
       await this.pools.destroy();
       throw err;
@@ -284,6 +344,8 @@ export class Gateway {
     }
     admin?.closeAllConnections();
     await this.generations.current.limiter.close();
+    this.overrides.stop();
+    await this.changes.stop();
     await this.store.close();
     await this.localStore.close();
     this.logger.info({ cut }, "tollgate stopped");

@@ -14,6 +14,8 @@ import type { Store } from "../limits/stores/contract.js";
 import type { Metrics } from "../observability/metrics.js";
 import type { Generation } from "../proxy/context.js";
 import type { UpstreamPools } from "../proxy/upstreams.js";
+import { overrideContext } from "../runtime/override-rules.js";
+import type { OverrideTable } from "../runtime/override-table.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import {
   decideReload,
@@ -50,6 +52,8 @@ export interface GenerationDeps {
   env: Readonly<Record<string, string | undefined>>;
   /** Called after each reload that changed the config (the primary tells its workers). */
   onReload?: ((result: ReloadResult) => void) | undefined;
+  /** Operators' runtime overrides; like the store they outlive generations, each compiling them anew. */
+  overrides?: Pick<OverrideTable, "forRuntime"> | undefined;
 }
 
 export class Generations {
@@ -77,6 +81,7 @@ export class Generations {
       local: this.deps.local,
       // In-process state needs no cache in front of it; a shared store does.
       denyCache: this.deps.store.kind === "redis",
+      overrides: this.deps.overrides?.forRuntime(overrideContext(runtime)),
     });
     return Object.freeze({ runtime, limiter, usage: this.deps.usage });
   }

@@ -11,6 +11,11 @@ import { MemoryStore } from "../limits/stores/memory.js";
 import { RedisStore } from "../limits/stores/redis/store.js";
 import type { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
+import { type AuditLog, type AuditSettings, type AuditStore, createAuditLog } from "../runtime/audit.js";
+import { MemoryChangeFeed, RedisChangeFeed } from "../runtime/changes.js";
+import { KeyLookup } from "../runtime/key-lookup.js";
+import { createKeyStore, type KeyStore } from "../runtime/keys.js";
+import { createOverrideStore, Overrides } from "../runtime/overrides.js";
 import {
   createUsageLedger,
   type LedgerSettings,
@@ -86,6 +91,31 @@ export function createStore(
   return { store, ledger };
 }
 
+/**
+ * The onError of a store user off the request path (the usage ledger, the audit log, stored-key
+ * lookups, overrides): a store failure counted in tollgate_store_errors_total{reason}, and one log
+ * line at most every STORE_ERROR_LOG_INTERVAL_MS saying what failed, with how many were lost
+ * since the last line when `lostField` names them. Never what the failed call carried.
+ */
+function storeFailureReporter(
+  deps: { logger: Logger; metrics: Metrics; errors: StoreErrors },
+  message: string,
+  lostField?: string,
+): (err: Error) => void {
+  let lastLogged = 0;
+  let lost = 0;
+  return (err) => {
+    if (err instanceof StoreError) deps.metrics.storeErrors.labels(err.reason).inc();
+    lost++;
+    const now = Date.now();
+    if (now - lastLogged < STORE_ERROR_LOG_INTERVAL_MS) return;
+    lastLogged = now;
+    const problem = err instanceof StoreError ? deps.errors.describe(err) : err.message;
+    deps.logger.warn(lostField ? { problem, [lostField]: lost } : { problem }, message);
+    lost = 0;
+  };
+}
+
 /** What the usage ledger reads from a runtime: the store's prefix, the calendar's zone, the retention. */
 export function usageSettings(rt: Runtime): LedgerSettings {
   return { prefix: rt.store.prefix, tz: rt.config.calendar.tz, retentionMs: rt.config.usage.retention };
@@ -104,22 +134,144 @@ export function createUsage(
   metrics: Metrics,
   errors: StoreErrors,
 ): UsageLedger {
-  let lastLogged = 0;
-  let lost = 0;
   return createUsageLedger(ledger, {
     settings: () => usageSettings(runtime()),
-    onError: (err) => {
-      if (err instanceof StoreError) metrics.storeErrors.labels(err.reason).inc();
-      lost++;
-      const now = Date.now();
-      if (now - lastLogged < STORE_ERROR_LOG_INTERVAL_MS) return;
-      lastLogged = now;
-      logger.warn(
-        { problem: err instanceof StoreError ? errors.describe(err) : err.message, records_lost: lost },
-        "usage not recorded",
-      );
-      lost = 0;
-    },
+    onError: storeFailureReporter({ logger, metrics, errors }, "usage not recorded", "records_lost"),
+  });
+}
+
+/** What the audit log reads from a runtime: the store's prefix and admin.audit_retention. */
+export function auditSettings(rt: Runtime): AuditSettings {
+  return { prefix: rt.store.prefix, retentionMs: rt.admin.auditRetentionMs };
+}
+
+/**
+ * The audit log beside the usage ledger: in the store's Redis, or in-process for memory://. An
+ * entry that fails is counted in tollgate_store_errors_total{reason} and logged as the usage
+ * ledger's are, with how many were lost and never with what they said: the admin request that
+ * acted is answered as usual.
+ */
+export function createAudit(
+  store: AuditStore,
+  runtime: () => Runtime,
+  logger: Logger,
+  metrics: Metrics,
+  errors: StoreErrors,
+): AuditLog {
+  return createAuditLog(store, {
+    settings: () => auditSettings(runtime()),
+    onError: storeFailureReporter({ logger, metrics, errors }, "audit entry not written", "entries_lost"),
+  });
+}
+
+/**
+ * How every instance learns of runtime changes (keys, overrides): the change stream and channel
+ * in the store's Redis, or in-process for memory://. Not started: the gateway starts it once the
+ * listeners of its changes are attached. A failure (a reconcile the store did not answer, the
+ * subscriber's connection) is logged at most every STORE_ERROR_LOG_INTERVAL_MS; the next
+ * reconcile catches up by itself.
+ */
+export function createChanges(
+  store: LedgerStore,
+  rt: Runtime,
+  logger: Logger,
+  metrics: Metrics,
+): MemoryChangeFeed | RedisChangeFeed {
+  let lastLogged = 0;
+  const onError = (err: Error) => {
+    const now = Date.now();
+    if (now - lastLogged < STORE_ERROR_LOG_INTERVAL_MS) return;
+    lastLogged = now;
+    logger.warn({ err: { message: err.message } }, "runtime changes: the change feed failed; retrying");
+  };
+  const feed =
+    store.kind === "memory"
+      ? new MemoryChangeFeed({ onError })
+      : new RedisChangeFeed({
+          client: store.client,
+          prefix: rt.store.prefix,
+          onError,
+          onDelivered: (via) => metrics.runtimeChanges.labels(via).inc(),
+        });
+  feed.onReset(() => {
+    metrics.runtimeChanges.labels("reset").inc();
+    logger.warn(
+      "runtime changes may have been missed (the change stream was trimmed or Redis restarted empty): cached keys and overrides dropped",
+    );
+  });
+  return feed;
+}
+
+/**
+ * The keys issued at runtime (beside the store, like the ledger) and the request path's cached,
+ * throttled way to them. A lookup the store failed is counted in tollgate_store_errors_total and
+ * logged as the ledger's failures are.
+ */
+export function createRuntimeKeys(
+  store: LedgerStore,
+  feed: MemoryChangeFeed | RedisChangeFeed,
+  /** The runtime at start: the store prefix is restart-only. */
+  rt: Runtime,
+  runtime: () => Runtime,
+  logger: Logger,
+  metrics: Metrics,
+  errors: StoreErrors,
+): { keys: KeyStore; lookup: KeyLookup } {
+  const keys =
+    store.kind === "memory" || !(feed instanceof RedisChangeFeed)
+      ? createKeyStore({ kind: "memory", feed })
+      : createKeyStore({
+          kind: "redis",
+          client: store.client,
+          prefix: rt.store.prefix,
+          timeoutMs: store.timeoutMs,
+          feed,
+        });
+  const lookup = new KeyLookup({
+    store: keys,
+    feed,
+    cacheMax: () => runtime().config.keys.cache,
+    onLookup: (result) => metrics.keyLookups.labels(result).inc(),
+    onError: storeFailureReporter(
+      { logger, metrics, errors },
+      "stored API key not looked up: the store failed; store.on_failure decides",
+    ),
+  });
+  return { keys, lookup };
+}
+
+/**
+ * The runtime overrides (/admin/overrides) beside the store, and the table every request of this
+ * instance reads, kept current from the change feed. Not loaded: the gateway starts them with the
+ * feed. A failed read is counted in tollgate_store_errors_total and logged as the ledger's are;
+ * the table keeps what it had and the read is tried again.
+ */
+export function createOverrides(
+  store: LedgerStore,
+  feed: MemoryChangeFeed | RedisChangeFeed,
+  /** The runtime at start: store.prefix cannot change without a restart (config/restart.ts). */
+  rt: Runtime,
+  logger: Logger,
+  metrics: Metrics,
+  errors: StoreErrors,
+): Overrides {
+  const overrideStore =
+    store.kind === "memory" || !(feed instanceof RedisChangeFeed)
+      ? createOverrideStore({ kind: "memory", feed })
+      : createOverrideStore({
+          kind: "redis",
+          client: store.client,
+          prefix: rt.store.prefix,
+          timeoutMs: store.timeoutMs,
+          feed,
+        });
+  return new Overrides({
+    store: overrideStore,
+    feed,
+    onError: storeFailureReporter(
+      { logger, metrics, errors },
+      "runtime overrides not read: the store failed; the overrides this instance had stay in force until read again",
+    ),
   });
 }
 

@@ -48,9 +48,13 @@ export const PROBLEMS = {
   upstream_timeout: { status: 504, title: "Gateway Timeout", type: `${OWN}upstream-timeout` },
 
   // The admin API's own (its 401, 405 and 500 are the gateway's above).
-  /** `/admin/*` without admin.token configured. */
+  /** `/admin/*` without admin.token or admin.tokens configured. */
   admin_disabled: { status: 404, title: "Not Found", type: `${OWN}admin-disabled` },
   no_endpoint: { status: 404, title: "Not Found", type: `${OWN}no-endpoint` },
+  /** A known admin token whose scope does not cover the request (a read token on a write). */
+  insufficient_scope: { status: 403, title: "Forbidden", type: `${OWN}insufficient-scope` },
+  /** GET /admin/audit with a `limit` it cannot read. */
+  bad_audit_query: { status: 400, title: "Bad Request", type: `${OWN}bad-audit-query` },
   /** An operator named a caller the admin API cannot read (`client:<id>`, `tenant:<id>`, `ip:<address>`). */
   bad_caller: { status: 400, title: "Bad Request", type: `${OWN}bad-caller` },
   /** A well-formed caller with no limits to show (unknown client, no plan, no tenant limit). */
@@ -64,6 +68,17 @@ export const PROBLEMS = {
   unknown_limit: { status: 404, title: "Not Found", type: `${OWN}unknown-limit` },
   /** A usage query (`/admin/usage`) with a period, `by`, cursor or page size it cannot read. */
   bad_usage_query: { status: 400, title: "Bad Request", type: `${OWN}bad-usage-query` },
+  /** POST /admin/keys (or a rotation) with a body it cannot use: the detail names the fix. */
+  bad_key_request: { status: 400, title: "Bad Request", type: `${OWN}bad-key-request` },
+  /** No stored key has that id (never issued, revoked, or expired). */
+  unknown_key_id: { status: 404, title: "Not Found", type: `${OWN}unknown-key-id` },
+  /**
+   * PUT /admin/overrides/… with a body or a caller and limit it cannot use (a size the limit's
+   * algorithm refuses, no expires_in, a budget other callers share): the detail names the fix.
+   */
+  bad_override: { status: 400, title: "Bad Request", type: `${OWN}bad-override` },
+  /** GET or DELETE of an override that is not there (never set, removed, or expired). */
+  no_override: { status: 404, title: "Not Found", type: `${OWN}no-override` },
   /** POST /admin/reload refused the file; the previous config keeps serving. */
   config_refused: { status: 400, title: "Bad Request", type: `${OWN}config-refused` },
   /** An admin read or reset met a store that is down or refusing. */

@@ -6,11 +6,13 @@ import type { Identification } from "./caller.js";
 
 /**
  * Anonymous by IP, unless the config has credentials and no anonymous plan: then a credential
- * is required (401). A config with neither keys nor JWTs lets everyone through anonymously,
+ * is required (401). Credentials are YAML clients, a JWT source, or a plan other than
+ * `anonymous`, which only a credential can give: a key issued at runtime (POST /admin/keys),
+ * which the file cannot list. A config with none of them lets everyone through anonymously,
  * plan or not.
  */
 export function identifyAnonymous(ipKey: string, rt: Runtime): Identification {
-  if (!rt.anonymousPlan && (rt.clientsByKeyHash.size > 0 || rt.identity.jwt)) {
+  if (!rt.anonymousPlan && (rt.clientsByKeyHash.size > 0 || rt.identity.jwt || rt.plans.size > 0)) {
     return {
       ok: false,
       reason: "credential_required",

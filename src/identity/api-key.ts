@@ -1,13 +1,31 @@
 // The API-key source: a key in the configured header (`identity.api_key.header`), or with
 // `bearer: true` as `Authorization: Bearer <key>`, looked up by its sha256 among the configured
-// clients. Always synchronous: this is the hot path, no promise and nothing allocated beyond the
-// answer.
+// clients, then among the keys issued at runtime (POST /admin/keys, through `StoredKeyLookup`).
+// Synchronous for YAML keys and cached stored keys: this is the hot path, no promise and nothing
+// allocated beyond the answer. Only a stored key not cached yet waits for the store.
 import { createHash, hash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import type { CompiledClient, Runtime } from "../config/compile.js";
 import { identifyAnonymous } from "./anonymous.js";
 import { bearerToken, isBearerScheme, malformedBearer } from "./bearer.js";
 import type { Identification, IdentitySource } from "./caller.js";
+
+/**
+ * Keys issued at runtime (runtime/key-lookup.ts): asked with the key's sha256 once it is none of
+ * the YAML's. Synchronous when the answer is cached (or the address's lookups are used up).
+ */
+export interface StoredKeyLookup {
+  find(hash: string, ipKey: string, rt: Runtime): StoredKeyAnswer | Promise<StoredKeyAnswer>;
+}
+
+export type StoredKeyAnswer =
+  | { kind: "client"; client: CompiledClient }
+  /** Not a stored key; `throttled`: not asked, this address has used its lookups. */
+  | { kind: "unknown"; throttled: boolean }
+  /** A valid key the running config cannot serve (its plan is gone): a 403 with `detail`. */
+  | { kind: "unusable"; detail: string }
+  /** The store could not answer; `closed`: store.on_failure is closed (503), else as unknown. */
+  | { kind: "unavailable"; closed: boolean };
 
 /** The API key a request presents, or undefined; an array means the header was sent twice. */
 export function presentedKey(headers: IncomingHttpHeaders, rt: Runtime): string | string[] | undefined {
@@ -22,13 +40,13 @@ export function presentedKey(headers: IncomingHttpHeaders, rt: Runtime): string 
 /** The key in the configured header. First in the precedence: it wins over any Authorization. */
 export const apiKeyHeader: IdentitySource = {
   presents: (headers, rt) => headers[rt.identity.header] !== undefined,
-  identify(headers, ipKey, rt) {
+  identify(headers, ipKey, rt, stored) {
     const key = headers[rt.identity.header];
     if (key === undefined) return undefined;
     if (Array.isArray(key)) {
       return { ok: false, reason: "ambiguous_key", detail: `send the ${rt.identity.header} header once` };
     }
-    return identifyByKey(key, rt.identity.header, ipKey, rt);
+    return identifyByKey(key, rt.identity.header, ipKey, rt, stored);
   },
 };
 
@@ -39,29 +57,83 @@ export const apiKeyHeader: IdentitySource = {
 export const apiKeyBearer: IdentitySource = {
   presents: (headers, rt) =>
     rt.identity.bearer && headers.authorization !== undefined && isBearerScheme(headers.authorization),
-  identify(headers, ipKey, rt) {
+  identify(headers, ipKey, rt, stored) {
     const auth = headers.authorization;
     if (!rt.identity.bearer || !auth) return undefined;
     const key = bearerToken(auth);
     if (key === undefined) return isBearerScheme(auth) ? malformedBearer() : undefined;
-    return identifyByKey(key, "authorization", ipKey, rt);
+    return identifyByKey(key, "authorization", ipKey, rt, stored);
   },
 };
 
-function identifyByKey(key: string, credentialHeader: string, ipKey: string, rt: Runtime): Identification {
+function identifyByKey(
+  key: string,
+  credentialHeader: string,
+  ipKey: string,
+  rt: Runtime,
+  stored: StoredKeyLookup | undefined,
+): Identification | Promise<Identification> {
   // Compared by hash: config never holds a usable key in memory, and a timing difference in a
   // map lookup reveals nothing about a key whose hash the attacker cannot steer.
-  const client = lookupClient(rt, key);
+  const cache = keyCacheOf(rt);
+  const cached = cache.get(key);
+  if (cached) return asClient(cached, credentialHeader, ipKey);
+  const hash = sha256Hex(key);
+  const client = rt.clientsByKeyHash.get(hash);
   if (client) {
-    return {
-      ok: true,
-      caller: { kind: "client", id: client.id, plan: client.plan, tenant: client.tenant, ipKey },
-      credentialHeader,
-    };
+    if (cache.size >= KEY_CACHE_MAX) cache.clear();
+    cache.set(key, client);
+    return asClient(client, credentialHeader, ipKey);
   }
-  if (rt.identity.onUnknown === "reject") {
-    return { ok: false, reason: "unknown_key", detail: "the API key is not valid" };
+  if (!stored) return unknownKey(ipKey, rt, false);
+  const answer = stored.find(hash, ipKey, rt);
+  return answer instanceof Promise
+    ? answer.then((a) => fromStored(a, credentialHeader, ipKey, rt))
+    : fromStored(answer, credentialHeader, ipKey, rt);
+}
+
+function asClient(client: CompiledClient, credentialHeader: string, ipKey: string): Identification {
+  return {
+    ok: true,
+    caller: { kind: "client", id: client.id, plan: client.plan, tenant: client.tenant, ipKey },
+    credentialHeader,
+  };
+}
+
+function fromStored(
+  answer: StoredKeyAnswer,
+  credentialHeader: string,
+  ipKey: string,
+  rt: Runtime,
+): Identification {
+  switch (answer.kind) {
+    case "client":
+      return asClient(answer.client, credentialHeader, ipKey);
+    case "unknown":
+      return unknownKey(ipKey, rt, answer.throttled);
+    case "unusable":
+      return { ok: false, reason: "key_unusable", detail: answer.detail };
+    case "unavailable":
+      return answer.closed
+        ? {
+            ok: false,
+            reason: "key_store_unavailable",
+            detail: "the API key could not be checked: the key store is unreachable; retry shortly",
+          }
+        : unknownKey(ipKey, rt, false);
   }
+}
+
+const UNKNOWN_KEY: Identification = { ok: false, reason: "unknown_key", detail: "the API key is not valid" };
+const UNCHECKED_KEY: Identification = {
+  ok: false,
+  reason: "unknown_key",
+  detail:
+    "the API key is not valid, or was not checked: this address presented too many unknown keys; retry in a few seconds",
+};
+
+function unknownKey(ipKey: string, rt: Runtime, throttled: boolean): Identification {
+  if (rt.identity.onUnknown === "reject") return throttled ? UNCHECKED_KEY : UNKNOWN_KEY;
   return identifyAnonymous(ipKey, rt);
 }
 
@@ -79,18 +151,11 @@ const sha256Hex: (text: string) => string =
 const KEY_CACHE_MAX = 10_000;
 const keyCaches = new WeakMap<Runtime, Map<string, CompiledClient>>();
 
-function lookupClient(rt: Runtime, key: string): CompiledClient | undefined {
+function keyCacheOf(rt: Runtime): Map<string, CompiledClient> {
   let cache = keyCaches.get(rt);
   if (!cache) {
     cache = new Map();
     keyCaches.set(rt, cache);
   }
-  const cached = cache.get(key);
-  if (cached) return cached;
-  const client = rt.clientsByKeyHash.get(sha256Hex(key));
-  if (client) {
-    if (cache.size >= KEY_CACHE_MAX) cache.clear();
-    cache.set(key, client);
-  }
-  return client;
+  return cache;
 }

@@ -4,7 +4,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { CompiledPlan, Runtime } from "../config/compile.js";
 import { identifyAnonymous } from "./anonymous.js";
-import { apiKeyBearer, apiKeyHeader } from "./api-key.js";
+import { apiKeyBearer, apiKeyHeader, type StoredKeyLookup } from "./api-key.js";
 import { jwtBearer } from "./jwt.js";
 
 export type Caller =
@@ -37,11 +37,15 @@ export type IdentificationFailure =
   | "ambiguous_key"
   | "credential_required"
   | "invalid_jwt"
-  | "malformed_credential";
+  | "malformed_credential"
+  /** A stored key that is valid but its plan or limits are not in the running config: 403. */
+  | "key_unusable"
+  /** A stored key the store could not look up, under store.on_failure: closed: 503. */
+  | "key_store_unavailable";
 
 /** Failures that presented a credential which turned out bad: what `auth_failures` counts. */
 export function isBadCredential(reason: IdentificationFailure): boolean {
-  return reason !== "credential_required";
+  return reason !== "credential_required" && reason !== "key_unusable" && reason !== "key_store_unavailable";
 }
 
 /**
@@ -63,6 +67,8 @@ export interface IdentitySource {
     headers: IncomingHttpHeaders,
     ipKey: string,
     rt: Runtime,
+    /** Keys issued at runtime, for the API-key sources; undefined: the YAML's keys only. */
+    stored?: StoredKeyLookup,
   ): Identification | Promise<Identification> | undefined;
 }
 
@@ -80,17 +86,19 @@ const PRECEDENCE: readonly IdentitySource[] = [apiKeyHeader, jwtBearer, apiKeyBe
 
 /**
  * Who is calling: the precedence's answer, or the anonymous caller keyed by IP when no source
- * claims the request. Synchronous except for a JWT not verified before.
+ * claims the request. Synchronous except for a JWT not verified before and a stored key not
+ * cached yet.
  */
 export function identifyCaller(
   headers: IncomingHttpHeaders,
   ipKey: string,
   rt: Runtime,
+  stored?: StoredKeyLookup,
 ): Identification | Promise<Identification> {
   // Indexed loops here and below: on the hot path, and nothing to allocate even before V8
   // optimises the function (for…of asks the array for an iterator).
   for (let i = 0; i < PRECEDENCE.length; i++) {
-    const answer = PRECEDENCE[i]!.identify(headers, ipKey, rt);
+    const answer = PRECEDENCE[i]!.identify(headers, ipKey, rt, stored);
     if (answer !== undefined) return answer;
   }
   return identifyAnonymous(ipKey, rt);

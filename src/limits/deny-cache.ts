@@ -15,6 +15,9 @@
 //  - Concurrency limits are never cached: a release can free a slot at any moment. Shadow limits
 //    never deny, so they are never cached either.
 //  - A reload builds a new limiter and so a new, empty cache (limits may have changed).
+//  - An operator's runtime override (runtime/override-table.ts) gives the caller's limit a new
+//    spec object, of another size: an entry answers only for the spec it was learnt under, so a
+//    raise is seen at the caller's next request, here as on every instance.
 //  - The exception is an operator's reset (DELETE /admin/callers/...): the instance that serves
 //    it forgets the caller's entries at once; other instances keep denying until T, at most the
 //    retry-after they already sent the caller.
@@ -24,10 +27,12 @@
 // denials are remembered.
 import { DecoratedStore } from "./decorated-store.js";
 import { DenialQueue } from "./denials.js";
-import type { LimitCheck, LimitOutcome, StoreDecision } from "./spec.js";
+import type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision } from "./spec.js";
 import type { CheckOptions, DenialLog, LimitStore } from "./stores/contract.js";
 
 interface Entry {
+  /** The spec the store denied under: another one (an override set or ended) asks the store. */
+  spec: LimitSpec;
   untilMs: number;
   /** The smallest cost the store denied on this limit: smaller requests may still fit. */
   cost: number;
@@ -58,6 +63,7 @@ export class DenyCache {
       const o = outcomes[i]!;
       if (o.allowed || c.spec.shadow || c.spec.algorithm === "concurrency" || o.retryAfterMs <= 0) continue;
       const entry: Entry = {
+        spec: c.spec,
         untilMs: sentAtMs + o.retryAfterMs,
         // What was asked: a token budget under max_cost must fit `need`, and its retry-after is
         // when `need` fits; a request asking less may fit earlier.
@@ -66,7 +72,8 @@ export class DenyCache {
         resetAtMs: sentAtMs + o.resetMs,
       };
       const prior = this.entries.get(c.key);
-      if (prior && prior.untilMs >= entry.untilMs && prior.cost <= entry.cost) continue;
+      if (prior && prior.spec === c.spec && prior.untilMs >= entry.untilMs && prior.cost <= entry.cost)
+        continue;
       this.entries.delete(c.key);
       if (this.entries.size >= this.maxEntries) {
         const oldest = this.entries.keys().next();
@@ -83,7 +90,7 @@ export class DenyCache {
       const c = checks[i]!;
       const entry = this.entries.get(c.key);
       if (!entry) continue;
-      if (nowMs >= entry.untilMs) {
+      if (nowMs >= entry.untilMs || entry.spec !== c.spec) {
         this.entries.delete(c.key);
         continue;
       }

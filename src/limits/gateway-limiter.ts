@@ -6,7 +6,7 @@
 // Reservations come first so that a request waiting for a refill in flight is answered by the
 // deny cache when that refill found the bucket empty, without a store call of its own.
 import { DenyCacheStore } from "./deny-cache.js";
-import { Limiter } from "./limiter.js";
+import { type CallerOverrides, Limiter } from "./limiter.js";
 import type { LocalDecider } from "./local-fallback.js";
 import { ReservationStore } from "./reservations.js";
 import type { DenialLog, LimitStore } from "./stores/contract.js";
@@ -20,6 +20,8 @@ export interface GatewayLimiterOptions {
   denyCache: boolean;
   /** This instance's clock (default Date.now). */
   now?: () => number;
+  /** Operators' runtime overrides, as this generation compiles them. */
+  overrides?: CallerOverrides | undefined;
 }
 
 export function createGatewayLimiter(options: GatewayLimiterOptions): Limiter {
@@ -31,5 +33,6 @@ export function createGatewayLimiter(options: GatewayLimiterOptions): Limiter {
     local: options.local,
     denyCache,
     now,
+    ...(options.overrides ? { overrides: options.overrides } : {}),
   });
 }

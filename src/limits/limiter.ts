@@ -32,6 +32,20 @@ export interface LimiterOptions {
   denyCache?: LocalDenials;
   /** This instance's clock (the top-list bucket of a denial record). */
   now?: () => number;
+  /** Operators' runtime overrides of callers' limits (runtime/override-table.ts), if any. */
+  overrides?: CallerOverrides;
+}
+
+/**
+ * Sizes an operator set for one caller at runtime, over the compiled ones. The limiter asks once
+ * per request; a caller without an override must cost no more than a Map lookup.
+ */
+export interface CallerOverrides {
+  /**
+   * `planned` with this caller's overridden limits in its place (the same name, `by` and key, a
+   * new size), or `planned` itself when none applies. The list returned is not modified.
+   */
+  apply(caller: Caller, planned: readonly PlannedLimit[]): readonly PlannedLimit[];
 }
 
 const UNLIMITED: LimitDecision = Object.freeze({ kind: "unlimited" });
@@ -43,6 +57,7 @@ export class Limiter {
   private readonly denyCache: LocalDenials | undefined;
   private readonly now: () => number;
   private readonly records: DenialRecords;
+  private readonly overrides: CallerOverrides | undefined;
 
   constructor(options: LimiterOptions) {
     this.store = options.store;
@@ -51,6 +66,7 @@ export class Limiter {
     this.denyCache = options.denyCache;
     this.now = options.now ?? Date.now;
     this.records = new DenialRecords(options.prefix);
+    this.overrides = options.overrides;
   }
 
   /**
@@ -60,8 +76,11 @@ export class Limiter {
    */
   async check(caller: Caller, route: LimitedRoute, request?: KeyedRequest): Promise<LimitDecision> {
     // A plan's list for a route ends with the route's own limits (config/compile.ts).
-    const planned = caller.plan?.limitsByRoute.get(route.name) ?? route.limits;
-    if (planned.length === 0) return UNLIMITED;
+    const compiled = caller.plan?.limitsByRoute.get(route.name) ?? route.limits;
+    if (compiled.length === 0) return UNLIMITED;
+    // Overrides replace limits in place, so everything below (keys, headers, 429 wording, the
+    // local fallback's share) reads the size in force for this caller.
+    const planned = this.overrides ? this.overrides.apply(caller, compiled) : compiled;
     const checks = limitChecks(this.prefix, planned, caller, route, request);
     if (checks.length === 0) return UNLIMITED;
     let decision: StoreDecision;

@@ -49,6 +49,10 @@ export class Metrics {
   private readonly unreportedChildren = new Map<string, { inc(): void }>();
   /** Callers passing `calendar.alert_at` of a calendar budget, once per caller, limit and period. */
   readonly budgetAlerts: Counter<"limit">;
+  /** Stored keys looked up in the store (a cached key is none): found, unknown, error. */
+  readonly keyLookups: Counter<"result">;
+  /** Runtime changes applied here, by how they arrived (a reconcile catching up: lost messages). */
+  readonly runtimeChanges: Counter<"via">;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "tollgate_" });
@@ -139,6 +143,20 @@ export class Metrics {
       labelNames: ["limit"],
       registers: [this.registry],
     });
+    this.keyLookups = new Counter({
+      name: "tollgate_key_lookups_total",
+      help: "Stored API keys looked up in the store, by result (found, unknown, error); a cached key costs none, a throttled one is counted as throttled and not looked up.",
+      labelNames: ["result"],
+      registers: [this.registry],
+    });
+    for (const result of ["found", "unknown", "error", "throttled"]) this.keyLookups.labels(result).inc(0);
+    this.runtimeChanges = new Counter({
+      name: "tollgate_runtime_changes_total",
+      help: "Runtime changes (keys, overrides) applied by this instance, by how they arrived: local (made here), pubsub, reconcile (a lost message caught up), reset (changes may have been missed: caches dropped).",
+      labelNames: ["via"],
+      registers: [this.registry],
+    });
+    for (const via of ["local", "pubsub", "reconcile", "reset"]) this.runtimeChanges.labels(via).inc(0);
     this.nearLimit = new Counter({
       name: "tollgate_near_limit_total",
       help: "Admitted requests that left less than 20 % of one of their limits.",

@@ -20,7 +20,7 @@ import { keyedValueProblem } from "./keyed-values.js";
 
 export type Admission = Admitted | Refusal;
 
-type AdmitEnv = Pick<ProxyEnv, "metrics" | "authFailures" | "clock">;
+type AdmitEnv = Pick<ProxyEnv, "metrics" | "authFailures" | "clock" | "storedKeys">;
 
 const EXPECT_CONTINUE = /^100-continue$/i;
 
@@ -130,7 +130,7 @@ export function admit(ctx: RequestContext, env: AdmitEnv): Admission | Promise<A
       );
     }
   }
-  const identifying = identifyCaller(req.headers, ctx.ipKey, rt);
+  const identifying = identifyCaller(req.headers, ctx.ipKey, rt, env.storedKeys);
   return identifying instanceof Promise
     ? identifying.then((identified) => withCaller(ctx, env, identified))
     : withCaller(ctx, env, identifying);
@@ -144,6 +144,12 @@ function withCaller(ctx: RequestContext, env: AdmitEnv, identified: Identificati
       env.authFailures.recordFailure(ctx.ipKey, throttle.windowMs, env.clock.now());
       env.metrics.authFailures.labels(identified.reason).inc();
     }
+    // A stored key that is valid but cannot be served, or could not be checked: not the
+    // client's credential's fault, so neither counted above nor a 401.
+    if (identified.reason === "key_unusable")
+      return new Refusal("caller_denied", "caller_denied", identified.detail);
+    if (identified.reason === "key_store_unavailable")
+      return new Refusal("temporary_reduced_capacity", "degraded_closed", identified.detail);
     return new Refusal("unauthorized", "unauthorized", identified.detail);
   }
   const caller = identified.caller;

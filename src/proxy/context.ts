@@ -5,6 +5,7 @@ import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import type { CompiledRoute, Runtime } from "../config/compile.js";
 import type { ProblemCode } from "../http/problem.js";
+import type { StoredKeyLookup } from "../identity/api-key.js";
 import type { AuthFailureThrottle } from "../identity/auth-failures.js";
 import type { Caller } from "../identity/caller.js";
 import type { Peer } from "../identity/peer.js";
@@ -53,6 +54,8 @@ export interface ProxyEnv {
   /** Invalid credentials per client IP (identity.auth_failures); outlives reloads. */
   authFailures: AuthFailureThrottle;
   clock: Clock;
+  /** Keys issued at runtime (runtime/key-lookup.ts); undefined: the YAML's keys only. */
+  storedKeys?: StoredKeyLookup | undefined;
 }
 
 /** A WebSocket handshake's client socket, watched until it is answered. */

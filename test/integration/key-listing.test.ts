@@ -115,6 +115,7 @@ function listingBehaviour(kind: string, topology: () => Topology) {
       store: () => store,
       limiter: () => ({ flushDenials: async () => {}, forgetDenials: () => {} }),
       fromStore: fromStoreDescribedBy(String),
+      audit: { write: async () => {} },
     };
     const ask = async (
       handler: ReturnType<typeof callerEndpoints>["show"],

@@ -11,6 +11,7 @@ import { fromStoreDescribedBy } from "../../src/admin/store-failure.js";
 import { PROBLEMS } from "../../src/http/problem.js";
 import { lastHourTopKeys } from "../../src/limits/keys.js";
 import type { LimitCheck } from "../../src/limits/spec.js";
+import type { AuditWrite } from "../../src/runtime/audit.js";
 import { fakeRequest, fakeResponse, NOW, runtimeOf } from "./support/proxy-fakes.js";
 
 const rt = runtimeOf(`
@@ -27,7 +28,8 @@ routes: [{ name: default, match: { path: / }, upstream: api }]
 
 async function call(handler: AdminHandler, params: Record<string, string> = {}, query = "", method = "GET") {
   const res = fakeResponse();
-  await handler({ req: fakeRequest({ method }), res, params, query: new URLSearchParams(query) });
+  const principal = { name: "ops", scope: "write" } as const;
+  await handler({ req: fakeRequest({ method }), res, params, query: new URLSearchParams(query), principal });
   return res;
 }
 
@@ -75,8 +77,21 @@ function endpoints(fail?: Error) {
     },
   };
   const fromStore = fromStoreDescribedBy((err) => `described: ${(err as Error).message}`);
-  const deps = { runtime: () => rt, store: () => store, limiter: () => limiter, fromStore, now: () => NOW };
-  return { asked, callers: callerEndpoints(deps), top: topDenials(deps) };
+  // Audit entries join what was asked, so a test sees that one is written after the reset.
+  const audit = {
+    write: async (e: AuditWrite) => {
+      asked.push(`audit ${e.token} ${e.action} ${e.target}`);
+    },
+  };
+  const deps = {
+    runtime: () => rt,
+    store: () => store,
+    limiter: () => limiter,
+    fromStore,
+    now: () => NOW,
+    audit,
+  };
+  return { asked, audit, callers: callerEndpoints(deps), top: topDenials(deps) };
 }
 
 describe("GET /admin/callers/{caller...}", () => {
@@ -154,14 +169,36 @@ describe("DELETE /admin/callers/{caller...}", () => {
     const { asked, callers } = endpoints();
     const res = await call(callers.reset, { caller: "client:acme" }, "", "DELETE");
     const keys = "tg:{t:t1}:c:acme:team.global tg:{t:t1}:team.tenant tg:{t:t1}:c:acme:denials";
-    expect(asked).toEqual(["flush", `forget ${keys}`, `reset ${keys}`]);
+    expect(asked).toEqual([
+      "flush",
+      `forget ${keys}`,
+      `reset ${keys}`,
+      "audit ops DELETE /admin/callers client:acme",
+    ]);
     expect(res.json()).toEqual({ caller: "client:acme", reset: true, keys_deleted: 2 });
   });
 
   it("a tenant has no denial log of its own", async () => {
     const { asked, callers } = endpoints();
     await call(callers.reset, { caller: "tenant:t1" }, "", "DELETE");
-    expect(asked).toEqual(["flush", "forget tg:{t:t1}:team.tenant", "reset tg:{t:t1}:team.tenant"]);
+    expect(asked).toEqual([
+      "flush",
+      "forget tg:{t:t1}:team.tenant",
+      "reset tg:{t:t1}:team.tenant",
+      "audit ops DELETE /admin/callers tenant:t1",
+    ]);
+  });
+
+  it("writes no audit entry when it did nothing: an unknown caller, or the store down", async () => {
+    const unknown = endpoints();
+    expect((await call(unknown.callers.reset, { caller: "client:nobody" }, "", "DELETE")).statusCode).toBe(
+      404,
+    );
+    const down = endpoints(new Error("connection refused"));
+    await expect(call(down.callers.reset, { caller: "client:acme" }, "", "DELETE")).rejects.toThrow(
+      ProblemError,
+    );
+    for (const { asked } of [unknown, down]) expect(asked.filter((a) => a.startsWith("audit"))).toEqual([]);
   });
 });
 
@@ -190,12 +227,20 @@ describe("GET /admin/config and POST /admin/reload", () => {
   });
 
   it("a reload that succeeded says what it changed", async () => {
+    const written: AuditWrite[] = [];
     const res = await call(
-      reloadConfig(async () => ({ ok: true, version: "v2", changed: true, restartRequired: ["listen"] })),
+      reloadConfig({
+        reload: async () => ({ ok: true, version: "v2", changed: true, restartRequired: ["listen"] }),
+        file: () => "/etc/tollgate/gateway.yaml",
+        audit: { write: async (e) => void written.push(e) },
+      }),
       {},
       "",
       "POST",
     );
+    expect(written).toEqual([
+      { token: "ops", action: "POST /admin/reload", target: "/etc/tollgate/gateway.yaml" },
+    ]);
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({
       status: "reloaded",
@@ -205,15 +250,21 @@ describe("GET /admin/config and POST /admin/reload", () => {
     });
   });
 
-  it("a refused file: 400 config-refused with each problem", async () => {
+  it("a refused file: 400 config-refused with each problem, the attempt audited", async () => {
+    const written: AuditWrite[] = [];
     const res = await call(
-      reloadConfig(async () => ({
-        ok: false,
-        problems: [
-          { file: "gw.yaml", line: 3, column: 5, path: "routes", message: "at least one route is needed" },
-        ],
-      })),
+      reloadConfig({
+        reload: async () => ({
+          ok: false,
+          problems: [
+            { file: "gw.yaml", line: 3, column: 5, path: "routes", message: "at least one route is needed" },
+          ],
+        }),
+        file: () => "gw.yaml",
+        audit: { write: async (e) => void written.push(e) },
+      }),
     );
+    expect(written).toEqual([{ token: "ops", action: "POST /admin/reload", target: "gw.yaml" }]);
     expect(res.statusCode).toBe(400);
     expect(res.json()).toMatchObject({
       type: PROBLEMS.config_refused.type,

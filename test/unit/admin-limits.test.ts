@@ -18,6 +18,7 @@ import { Limiter, limitChecks } from "../../src/limits/limiter.js";
 import type { Inspector, Store } from "../../src/limits/stores/contract.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 import { Metrics } from "../../src/observability/metrics.js";
+import type { AuditWrite } from "../../src/runtime/audit.js";
 import { fakeRequest, fakeResponse, NOW, runtimeOf } from "./support/proxy-fakes.js";
 
 const TOKEN = "s3cret-admin-token-0123456789";
@@ -101,6 +102,12 @@ function setup(store: Store = new MemoryStore({ sweepIntervalMs: 0, now: () => N
     store: () => store,
     limiter: () => live,
     fromStore: fromStoreDescribedBy((err) => String(err)),
+    // An entry joins what was asked, so a test sees it written after the reset.
+    audit: {
+      write: async (e: AuditWrite) => {
+        asked.push(`audit ${e.token} ${e.action} ${e.target}`);
+      },
+    },
   };
   const send = async (caller: Caller, routeName: string, req: KeyedRequest, times = 1) => {
     for (let i = 0; i < times; i++) {
@@ -113,7 +120,8 @@ function setup(store: Store = new MemoryStore({ sweepIntervalMs: 0, now: () => N
 
 async function call(handler: AdminHandler, params: Record<string, string>, query = "", method = "GET") {
   const res = fakeResponse();
-  await handler({ req: fakeRequest({ method }), res, params, query: new URLSearchParams(query) });
+  const principal = { name: "ops", scope: "write" } as const;
+  await handler({ req: fakeRequest({ method }), res, params, query: new URLSearchParams(query), principal });
   return res;
 }
 
@@ -348,7 +356,7 @@ describe("GET /admin/limits/{name}?key=…", () => {
     const key = limiterKey(bob, "search", request("/v1/search", { "x-org-id": "acme" }), "search.per-org");
     const res = await call(limits.reset, { name: "search.per-org" }, "key=acme", "DELETE");
     expect(res.json()).toEqual({ name: "search.per-org", key, reset: true, keys_deleted: 1 });
-    expect(asked).toEqual([`forget ${key}`]);
+    expect(asked).toEqual([`forget ${key}`, "audit ops DELETE /admin/limits search.per-org?key=acme"]);
     expect((await call(limits.show, { name: "search.per-org" }, "key=acme")).json()).toMatchObject({
       remaining: 100,
     });
@@ -477,6 +485,7 @@ routes: [{ name: default, match: { path: / }, upstream: api }]
       store: () => store,
       limiter: () => ({ flushDenials: async () => {}, forgetDenials: () => {} }),
       fromStore: fromStoreDescribedBy(String),
+      audit: { write: async () => {} },
     });
     const body = (await call(endpoints.show, { caller: "client:acme" })).json();
     expect(Object.keys(body)).toEqual(["caller", "plan", "tenant", "limits", "recent_denials"]);
@@ -514,6 +523,7 @@ routes: [{ name: default, match: { path: / }, upstream: api }]
     const tenants = "tg:{t:acme}:models.per-team:q.team=red";
     expect(asked).toEqual([
       `forget tg:{t:acme}:c:bob:free.global ${keyed} ${tenants} tg:{t:acme}:c:bob:denials`,
+      "audit ops DELETE /admin/callers client:bob",
     ]);
     expect(res.json()).toEqual({
       caller: "client:bob",

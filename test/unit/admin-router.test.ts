@@ -12,6 +12,7 @@ import {
   decodePathSegment,
   type RouterOptions,
 } from "../../src/admin/router.js";
+import { compileAdminTokens } from "../../src/config/admin-tokens.js";
 import { PROBLEMS, type ProblemCode } from "../../src/http/problem.js";
 import { fakeRequest, fakeResponse, Lines } from "./support/fake-http.js";
 
@@ -158,7 +159,7 @@ describe("405", () => {
 
 describe("the guard", () => {
   const TOKEN = "s3cret-admin-token";
-  const guarded = (token: string) => ({ guard: requireAdminToken(() => token) });
+  const guarded = (token: string) => ({ guard: requireAdminToken(() => compileAdminTokens({ token })) });
 
   it("no token configured: 404 admin-disabled on every path, known or not", async () => {
     for (const path of ["/admin/reload", "/admin/nothing"]) {

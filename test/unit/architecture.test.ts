@@ -99,6 +99,15 @@ describe("dependency rules between rooms", () => {
     expect(violations((f) => base.some((b) => f.startsWith(b)), ["proxy/", "admin/"])).toEqual([]);
   });
 
+  it("the operators' commands (cli/) import only cli/: a client of the admin API, not a gateway", () => {
+    const commands = FILES.filter((f) => f.file.startsWith("cli/"));
+    expect(commands.map((f) => f.file)).toContain("cli/admin-command.ts");
+    const outside = commands.flatMap(({ file, imports }) =>
+      imports.filter((target) => !target.startsWith("cli/")).map((target) => `${file} → ${target}`),
+    );
+    expect(outside).toEqual([]);
+  });
+
   it("the library entry reaches the limiter and stores, never the gateway, proxy, admin API or logs", () => {
     const reached = [...reachable("index.ts")];
     expect(reached).toContain("limits/create-limiter.ts");

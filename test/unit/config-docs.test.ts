@@ -115,6 +115,9 @@ describe("docs/configuration.md", () => {
     expect(table.get("identity.auth_failures")!.default).toBe("{ limit: 20, window: 1m }");
     const yes = [...table].filter(([, r]) => r.required === "yes").map(([k]) => k);
     expect(yes).toEqual([
+      "admin.tokens[].name",
+      "admin.tokens[].token",
+      "admin.tokens[].scope",
       "clients[].id",
       "clients[].plan",
       "routes[].name",

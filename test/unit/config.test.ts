@@ -355,6 +355,14 @@ describe("calendar windows", () => {
       'gw.yaml:16:17: calendar.tz: unknown time zone "+01:00": write an IANA name such as UTC, Europe/Berlin or America/New_York',
     ]);
   });
+
+  it("says what alert_at takes: a percentage, or false", () => {
+    expect(problems(`${BASE}calendar: { alert_at: 0.8 }\n`)).toEqual([
+      "gw.yaml:16:23: calendar.alert_at: expected a share of the budget such as 80%, or false for no alerts",
+    ]);
+    expect(problems(`${BASE}calendar: { alert_at: 150% }\n`)).toHaveLength(1);
+    expect(problems(`${BASE}calendar: { alert_at: false }\n`)).toEqual([]);
+  });
 });
 
 describe("names that reach headers", () => {

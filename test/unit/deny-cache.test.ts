@@ -89,6 +89,8 @@ describe("deny cache", () => {
   it("does not cache concurrency or shadow limits, and smaller costs may still try", () => {
     const cache = new DenyCache();
     const denied = { allowed: false, remaining: 0, resetMs: 1000, retryAfterMs: 1000 };
+    // One compiled spec object, as the limiter passes it to every check of the limit.
+    const tSpec = { algorithm: "token_bucket" as const, name: "t", burst: 5, intervalMs: 1000 };
     cache.remember(
       [
         {
@@ -102,19 +104,29 @@ describe("deny cache", () => {
           spec: { algorithm: "token_bucket", name: "s", burst: 1, intervalMs: 1000, shadow: true },
           cost: 1,
         },
-        { key: "t", spec: { algorithm: "token_bucket", name: "t", burst: 5, intervalMs: 1000 }, cost: 3 },
+        { key: "t", spec: tSpec, cost: 3 },
       ],
       [denied, denied, denied],
       0,
     );
     expect(cache.size).toBe(1);
-    const t = {
-      key: "t",
-      spec: { algorithm: "token_bucket" as const, name: "t", burst: 5, intervalMs: 1000 },
-    };
+    const t = { key: "t", spec: tSpec };
     expect(cache.check([{ ...t, cost: 2 }], 10)).toBeNull();
     expect(cache.check([{ ...t, cost: 3 }], 10)?.violated[0]?.outcome.retryAfterMs).toBe(990);
     expect(cache.check([{ ...t, cost: 3 }], 1000)).toBeNull();
+  });
+
+  it("answers only for the spec it learnt a denial under: a runtime override asks the store", () => {
+    const cache = new DenyCache();
+    const five = { algorithm: "token_bucket" as const, name: "p.global", burst: 5, intervalMs: 60_000 };
+    // The same limit, same key, as an override sizes it: another spec object.
+    const twenty = { ...five, burst: 20 };
+    const denied = { allowed: false, remaining: 0, resetMs: 300_000, retryAfterMs: 60_000 };
+    cache.remember([{ key: "k", spec: five, cost: 1 }], [denied], 0);
+    expect(cache.check([{ key: "k", spec: five, cost: 1 }], 10)?.violated).toHaveLength(1);
+    expect(cache.check([{ key: "k", spec: twenty, cost: 1 }], 10)).toBeNull();
+    // And the entry is gone: the override ending does not bring back a denial learnt before it.
+    expect(cache.size).toBe(0);
   });
 
   it("remembers a token budget's max_cost denial by what it had to fit, not by its cost", () => {

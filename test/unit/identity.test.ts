@@ -25,6 +25,8 @@ interface Shape {
   jwt?: boolean;
   anonymousPlan?: boolean;
   clients?: boolean;
+  /** false: no plans at all (a plan other than anonymous is a credential's: a stored key's). */
+  plans?: boolean;
 }
 
 function runtime(shape: Shape): Runtime {
@@ -36,7 +38,7 @@ upstreams: { api: http://127.0.0.1:1 }
 identity:
   api_key: ${apiKey}${jwt}
 clients: ${shape.clients === false ? "[]" : "[{ id: alice, key: key-alice, plan: p }]"}
-plans: { ${shape.anonymousPlan ? "anonymous: {}, " : ""}p: {}, q: {} }
+plans: { ${shape.anonymousPlan ? "anonymous: {}, " : ""}${shape.plans === false ? "" : "p: {}, q: {}"} }
 routes: [{ name: default, match: { path: / }, upstream: api }]
 `,
     "gw.yaml",
@@ -61,7 +63,9 @@ const JWT_AND_BEARER_KEYS = runtime({ jwt: true, bearer: true });
 const UNKNOWN_ANONYMOUS = runtime({ jwt: true, onUnknown: "anonymous", anonymousPlan: true });
 const UNKNOWN_ANONYMOUS_NO_PLAN = runtime({ onUnknown: "anonymous" });
 const ANONYMOUS_PLAN = runtime({ bearer: true, jwt: true, anonymousPlan: true });
-const OPEN = runtime({ clients: false });
+const OPEN = runtime({ clients: false, plans: false });
+/** Plans but no clients: the plans are for keys issued at runtime (POST /admin/keys). */
+const STORED_KEYS_ONLY = runtime({ clients: false });
 const CUSTOM_HEADER = runtime({ header: "X-Key" });
 
 type Expected =
@@ -290,6 +294,13 @@ const RULES: [string, Runtime, IncomingHttpHeaders, Expected, boolean][] = [
     false,
   ],
   ["nothing presented, no credentials configured at all", OPEN, {}, anonymous(undefined), false],
+  [
+    "nothing presented, plans for stored keys only: a credential is required",
+    STORED_KEYS_ONLY,
+    {},
+    failure("credential_required", "an API key is required (header x-api-key)"),
+    false,
+  ],
 ];
 
 describe("identifyCaller: the precedence", () => {

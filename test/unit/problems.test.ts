@@ -31,6 +31,12 @@ const PUBLISHED: Record<ProblemCode, string> = {
   bad_usage_query: `${OWN}bad-usage-query`,
   unknown_caller: `${OWN}unknown-caller`,
   config_refused: `${OWN}config-refused`,
+  bad_key_request: `${OWN}bad-key-request`,
+  unknown_key_id: `${OWN}unknown-key-id`,
+  bad_override: `${OWN}bad-override`,
+  no_override: `${OWN}no-override`,
+  insufficient_scope: `${OWN}insufficient-scope`,
+  bad_audit_query: `${OWN}bad-audit-query`,
   store_unavailable: `${OWN}store-unavailable`,
 };
 

@@ -9,6 +9,9 @@ import type { Limiter } from "../../limits/limiter.js";
 import type { PlannedLimit } from "../../limits/plan.js";
 import type { LimitCheck } from "../../limits/spec.js";
 import type { DenialLog, Inspector, ListKeysBounds } from "../../limits/stores/contract.js";
+import type { AuditLog } from "../../runtime/audit.js";
+import type { OverrideTable } from "../../runtime/override-table.js";
+import { audited } from "../audited.js";
 import {
   type CallerLimits,
   callerLimits,
@@ -28,6 +31,10 @@ export interface CallerEndpointDeps {
   /** The live limiter: its locally decided denials are flushed before a read or a reset. */
   limiter: () => Pick<Limiter, "flushDenials" | "forgetDenials">;
   fromStore: FromStore;
+  /** Where a reset is recorded, by the token that asked for it. */
+  audit: Pick<AuditLog, "write">;
+  /** The runtime overrides this instance applies: a limit one sizes is shown at that size. */
+  overrides?: () => Pick<OverrideTable, "effective">;
 }
 
 /**
@@ -67,10 +74,15 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
       replyProblem(res, "bad_caller", "name the caller as client:<id>, tenant:<id> or ip:<address>");
       return undefined;
     }
-    const found = callerLimits(deps.runtime(), ref, {
-      plan: query.get("plan") ?? undefined,
-      tenant: query.get("tenant") ?? undefined,
-    });
+    const found = callerLimits(
+      deps.runtime(),
+      ref,
+      {
+        plan: query.get("plan") ?? undefined,
+        tenant: query.get("tenant") ?? undefined,
+      },
+      deps.overrides?.(),
+    );
     if (!found.ok) {
       replyProblem(res, found.status === 404 ? "unknown_caller" : "bad_caller", found.detail);
       return undefined;
@@ -83,7 +95,7 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     const limits = await lookup(request);
     if (!limits) return;
     const store = deps.store();
-    const { checks, logKey, plan, tenant, overridden, keyed, shared } = limits;
+    const { checks, logKey, plan, tenant, overridden, runtimeOverrides, keyed, shared } = limits;
     const routeBudgets = shared.flatMap((s) => s.perRoute?.map((r) => r.check) ?? []);
     const [views, denials, listed] = await deps.fromStore(() =>
       Promise.all([
@@ -95,7 +107,22 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     const keyedViews =
       listed.checks.length === 0 ? [] : await deps.fromStore(() => store.peek(listed.checks));
     // Only on a limit the client's own `limits` size, so other callers' answers keep their shape.
-    const marked = (name: string) => (overridden.has(name) ? { override: true } : {});
+    // A runtime override (PUT /admin/overrides) adds why and until when; the size is already its.
+    const marked = (name: string) => {
+      const runtime = runtimeOverrides.get(name);
+      return {
+        ...(overridden.has(name) ? { override: true } : {}),
+        ...(runtime
+          ? {
+              runtime_override: {
+                reason: runtime.reason,
+                set_at: new Date(runtime.setAtMs).toISOString(),
+                expires_at: new Date(runtime.expiresAtMs).toISOString(),
+              },
+            }
+          : {}),
+      };
+    };
     const caller = request.params.caller!;
     // The route budgets were peeked after the caller's own limits, in the same call.
     let nextBudget = checks.length;
@@ -145,6 +172,7 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     // already sent (limits/deny-cache.ts).
     deps.limiter().forgetDenials(keys);
     const deleted = await deps.fromStore(() => store.reset(keys));
+    await audited(deps.audit, request, "DELETE /admin/callers", request.params.caller!);
     sendJson(request.res, 200, {
       caller: request.params.caller,
       reset: true,

@@ -7,6 +7,8 @@ import type { Runtime } from "../../config/compile.js";
 import type { Limiter } from "../../limits/limiter.js";
 import type { LimitCheck } from "../../limits/spec.js";
 import type { Inspector } from "../../limits/stores/contract.js";
+import type { AuditLog } from "../../runtime/audit.js";
+import { audited } from "../audited.js";
 import { type LimitKeyLookup, limitKeyOf } from "../limit-key.js";
 import { limitState } from "../limit-view.js";
 import { replyProblem, sendJson } from "../reply.js";
@@ -20,6 +22,8 @@ export interface LimitEndpointDeps {
   /** The live limiter: its deny cache forgets a key that is reset. */
   limiter: () => Pick<Limiter, "forgetDenials">;
   fromStore: FromStore;
+  /** Where a reset is recorded, by the token that asked for it. */
+  audit: Pick<AuditLog, "write">;
 }
 
 /** How many names a 404 lists before it stops. */
@@ -79,6 +83,10 @@ export function limitEndpoints(deps: LimitEndpointDeps): { show: AdminHandler; r
     // already sent (limits/deny-cache.ts), as for a caller's reset.
     deps.limiter().forgetDenials([key]);
     const deleted = await deps.fromStore(() => deps.store().reset([key]));
+    // The limit as the operator named it: its name, and the values of `?key=` that chose the key.
+    const keys = request.query.getAll("key");
+    const target = keys.length === 0 ? limit.spec.name : `${limit.spec.name}?key=${keys.join("&key=")}`;
+    await audited(deps.audit, request, "DELETE /admin/limits", target);
     sendJson(request.res, 200, { name: limit.spec.name, key, reset: true, keys_deleted: deleted });
   }
 

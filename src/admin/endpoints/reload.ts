@@ -1,13 +1,25 @@
 // POST /admin/reload: reads the config file again, as SIGHUP and the file watcher do. A file
-// with errors is refused with all of them, and the previous config keeps serving.
+// with errors is refused with all of them, and the previous config keeps serving. Either way the
+// attempt is audited, its target the config file.
 import { formatProblem } from "../../config/problems.js";
 import type { ReloadResult } from "../../gateway/reload-decision.js";
+import type { AuditLog } from "../../runtime/audit.js";
+import { audited } from "../audited.js";
 import { replyProblem, sendJson } from "../reply.js";
 import type { AdminHandler } from "../router.js";
 
-export function reloadConfig(reload: () => Promise<ReloadResult>): AdminHandler {
-  return async ({ res }) => {
-    const result = await reload();
+export interface ReloadEndpointDeps {
+  reload: () => Promise<ReloadResult>;
+  /** The config file a reload reads: the audit entry's target. */
+  file: () => string;
+  audit: Pick<AuditLog, "write">;
+}
+
+export function reloadConfig(deps: ReloadEndpointDeps): AdminHandler {
+  return async (request) => {
+    const result = await deps.reload();
+    await audited(deps.audit, request, "POST /admin/reload", deps.file());
+    const { res } = request;
     if (result.ok) {
       sendJson(res, 200, {
         status: "reloaded",

@@ -1,0 +1,290 @@
+// `tollgate keys …` and `tollgate overrides …` as words: which admin API request a command line
+// asks for, or why it asks for none (help, or a usage error answered 64 like the gateway's flags).
+// Pure: no environment, no sockets. Only what the CLI can know without the gateway is checked
+// here (flags, their count, whole numbers); a duration, a plan or a size is the admin API's to
+// judge, so a CLI older or newer than the gateway never disagrees with it.
+
+/** One request to the admin API, its path already percent-encoded. */
+export interface AdminRequest {
+  method: "GET" | "POST" | "PUT" | "DELETE";
+  path: string;
+  body?: Record<string, unknown>;
+}
+
+/** How a successful answer is printed when --json is not given. */
+export type AnswerShape =
+  | "key-issued"
+  | "key-list"
+  | "key-revoked"
+  | "override-set"
+  | "override-list"
+  | "override-removed";
+
+export interface AdminCommand {
+  /** "keys create": how messages name it. */
+  name: string;
+  request: AdminRequest;
+  shape: AnswerShape;
+  /** Print the API's JSON as it is. */
+  json: boolean;
+}
+
+export type ParsedAdminCommand =
+  | { kind: "command"; command: AdminCommand }
+  | { kind: "help"; text: string }
+  | { kind: "usage"; message: string };
+
+/** The words that start an admin command (the first argument). */
+export const ADMIN_GROUPS = ["keys", "overrides"] as const;
+export type AdminGroup = (typeof ADMIN_GROUPS)[number];
+
+export function isAdminGroup(word: string | undefined): word is AdminGroup {
+  return (ADMIN_GROUPS as readonly string[]).includes(word ?? "");
+}
+
+const FOOTER = `The admin API is at $TOLLGATE_ADMIN_URL (e.g. http://127.0.0.1:9090, the admin listener),
+called with $TOLLGATE_ADMIN_TOKEN (one of admin.tokens: scope write for changes, read for lists).
+
+  --json   print the admin API's JSON answer as it is
+
+Exit status: 0 done; 1 the admin API refused (its detail on stderr) or could not be reached;
+2 TOLLGATE_ADMIN_URL or TOLLGATE_ADMIN_TOKEN is missing or unusable; 64 bad usage.
+`;
+
+export const KEYS_USAGE = `usage: tollgate keys create --client ID --plan PLAN [--tenant T] [--expires-in 30d] [--json]
+       tollgate keys list --client ID [--json]
+       tollgate keys revoke ID [--json]
+       tollgate keys rotate ID [--grace 2s] [--json]
+
+  create   issue an API key for a client on a plan. The key is printed once and never again:
+           only its SHA-256 is stored. --expires-in ends it by itself (default: never).
+  list     the client's keys: id, fingerprint (the first 12 hex digits of the key's SHA-256),
+           plan, tenant, created, expires; never the key
+  revoke   refuse the key, on every instance within a second
+  rotate   issue a successor (same client, plan, tenant and expiry), printed once; the old key
+           keeps working for --grace (default 0s: not at all), then is refused
+
+${FOOTER}`;
+
+export const OVERRIDES_USAGE = `usage: tollgate overrides set CALLER LIMIT SIZE... --expires-in D --reason TEXT [--json]
+       tollgate overrides list CALLER [--json]
+       tollgate overrides delete CALLER LIMIT [--json]
+
+  set      size one caller's limit for a while, on every instance within a second; a second
+           set replaces it. SIZE is the limit's own keys, checked as the config checks them:
+             --burst N --rate R     a token bucket (or --limit N --window W; --batch N)
+             --limit N --window W   the window algorithms
+             --rate R --queue N     a leaky bucket
+             --max-in-flight N --lease D   a concurrency limit
+           --expires-in (1s to 30d) ends it by itself; --reason says why (audited)
+  list     the caller's overrides: limit, size, expiry, whether the running config applies it
+  delete   end the override now
+
+  CALLER is client:<id> or tenant:<id>; LIMIT is <plan>.<key> or <route>.<name>, e.g.
+  tollgate overrides set client:acme pro.global --burst 2000 --rate 1000/s --expires-in 7d --reason "launch week"
+
+${FOOTER}`;
+
+/** What a flag holds: free text (the API judges it), a whole number, or nothing (a switch). */
+type FlagKind = "text" | "count" | "switch";
+
+interface Subcommand {
+  usage: string;
+  positionals: readonly string[];
+  flags: Readonly<Record<string, FlagKind>>;
+  required: readonly string[];
+  shape: AnswerShape;
+  request(positional: readonly string[], flags: ReadonlyMap<string, string | number>): AdminRequest;
+}
+
+const seg = encodeURIComponent;
+
+/** The flags `names` that were given, as body members (`expires-in` → `expires_in`). */
+function members(
+  flags: ReadonlyMap<string, string | number>,
+  names: readonly string[],
+): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const name of names) {
+    const value = flags.get(name);
+    if (value !== undefined) body[name.replaceAll("-", "_")] = value;
+  }
+  return body;
+}
+
+/** An override's size flags: the keys some algorithm takes (the API refuses those its limit does not). */
+const SIZE_FLAGS = ["burst", "rate", "limit", "window", "batch", "queue", "max-in-flight", "lease"] as const;
+
+const KEYS: Readonly<Record<string, Subcommand>> = {
+  create: {
+    usage: KEYS_USAGE,
+    positionals: [],
+    flags: { client: "text", plan: "text", tenant: "text", "expires-in": "text" },
+    required: ["client", "plan"],
+    shape: "key-issued",
+    request: (_p, flags) => ({
+      method: "POST",
+      path: "/admin/keys",
+      body: members(flags, ["client", "plan", "tenant", "expires-in"]),
+    }),
+  },
+  list: {
+    usage: KEYS_USAGE,
+    positionals: [],
+    flags: { client: "text" },
+    // The admin API lists one client's keys at a time (GET /admin/keys?client=).
+    required: ["client"],
+    shape: "key-list",
+    request: (_p, flags) => ({
+      method: "GET",
+      path: `/admin/keys?${new URLSearchParams({ client: String(flags.get("client")) })}`,
+    }),
+  },
+  revoke: {
+    usage: KEYS_USAGE,
+    positionals: ["ID"],
+    flags: {},
+    required: [],
+    shape: "key-revoked",
+    request: ([id]) => ({ method: "DELETE", path: `/admin/keys/${seg(id!)}` }),
+  },
+  rotate: {
+    usage: KEYS_USAGE,
+    positionals: ["ID"],
+    flags: { grace: "text" },
+    required: [],
+    shape: "key-issued",
+    request: ([id], flags) => ({
+      method: "POST",
+      path: `/admin/keys/${seg(id!)}/rotate`,
+      body: members(flags, ["grace"]),
+    }),
+  },
+};
+
+const OVERRIDES: Readonly<Record<string, Subcommand>> = {
+  set: {
+    usage: OVERRIDES_USAGE,
+    positionals: ["CALLER", "LIMIT"],
+    flags: {
+      burst: "count",
+      rate: "text",
+      limit: "count",
+      window: "text",
+      batch: "count",
+      queue: "count",
+      "max-in-flight": "count",
+      lease: "text",
+      "expires-in": "text",
+      reason: "text",
+    },
+    // The admin API requires both: an override ends by itself, and says why it exists.
+    required: ["expires-in", "reason"],
+    shape: "override-set",
+    request: ([caller, limit], flags) => ({
+      method: "PUT",
+      path: `/admin/overrides/${seg(caller!)}/${seg(limit!)}`,
+      body: members(flags, [...SIZE_FLAGS, "expires-in", "reason"]),
+    }),
+  },
+  list: {
+    usage: OVERRIDES_USAGE,
+    positionals: ["CALLER"],
+    flags: {},
+    required: [],
+    shape: "override-list",
+    request: ([caller]) => ({ method: "GET", path: `/admin/overrides/${seg(caller!)}` }),
+  },
+  delete: {
+    usage: OVERRIDES_USAGE,
+    positionals: ["CALLER", "LIMIT"],
+    flags: {},
+    required: [],
+    shape: "override-removed",
+    request: ([caller, limit]) => ({
+      method: "DELETE",
+      path: `/admin/overrides/${seg(caller!)}/${seg(limit!)}`,
+    }),
+  },
+};
+
+const GROUPS: Readonly<
+  Record<AdminGroup, { usage: string; subcommands: Readonly<Record<string, Subcommand>> }>
+> = {
+  keys: { usage: KEYS_USAGE, subcommands: KEYS },
+  overrides: { usage: OVERRIDES_USAGE, subcommands: OVERRIDES },
+};
+
+const isHelp = (arg: string) => arg === "--help" || arg === "-h";
+
+/** `argv` as given after `tollgate` (its first word is `keys` or `overrides`). */
+export function parseAdminCommand(argv: readonly string[]): ParsedAdminCommand {
+  const groupName = argv[0];
+  if (!isAdminGroup(groupName)) throw new Error(`not an admin command: ${groupName}`);
+  const group = GROUPS[groupName];
+  const word = argv[1];
+  if (word === undefined)
+    return { kind: "usage", message: `tollgate ${groupName} needs a command\n\n${group.usage}` };
+  if (isHelp(word) || word === "help") return { kind: "help", text: group.usage };
+  const sub = Object.hasOwn(group.subcommands, word) ? group.subcommands[word] : undefined;
+  if (!sub)
+    return {
+      kind: "usage",
+      message: `unknown command "${groupName} ${word}": ${groupName} takes ${Object.keys(group.subcommands).join(", ")}\n\n${group.usage}`,
+    };
+  const name = `${groupName} ${word}`;
+  const rest = argv.slice(2);
+  if (rest.some(isHelp)) return { kind: "help", text: sub.usage };
+  const usage = (why: string): ParsedAdminCommand => ({
+    kind: "usage",
+    message: `${name}: ${why}\n\n${sub.usage}`,
+  });
+
+  const positional: string[] = [];
+  const flags = new Map<string, string | number>();
+  let json = false;
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i]!;
+    if (!arg.startsWith("--") || arg === "--") {
+      positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf("=");
+    const flag = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
+    if (flag === "json") {
+      if (eq !== -1) return usage("--json takes no value");
+      json = true;
+      continue;
+    }
+    const kind = Object.hasOwn(sub.flags, flag) ? sub.flags[flag] : undefined;
+    if (kind === undefined) return usage(`unknown argument "${eq === -1 ? arg : arg.slice(0, eq)}"`);
+    if (flags.has(flag)) return usage(`--${flag} is given twice`);
+    let value: string | undefined;
+    if (eq !== -1) value = arg.slice(eq + 1);
+    else {
+      value = rest[i + 1];
+      if (value === undefined || value.startsWith("--")) return usage(`--${flag} needs a value`);
+      i++;
+    }
+    if (value === "") return usage(`--${flag} needs a value`);
+    if (kind === "count") {
+      // A JSON number for the API: only digits, so "1e3", "0x10" or "2.5" never pass as a size.
+      if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value)))
+        return usage(`--${flag} takes a whole number, e.g. --${flag} 20`);
+      flags.set(flag, Number(value));
+    } else flags.set(flag, value);
+  }
+
+  if (positional.length < sub.positionals.length)
+    return usage(`give ${sub.positionals.slice(positional.length).join(" and ")}`);
+  if (positional.length > sub.positionals.length)
+    return usage(`unexpected argument "${positional[sub.positionals.length]}"`);
+  const missing = sub.required.filter((f) => !flags.has(f));
+  if (missing.length) return usage(`give ${missing.map((f) => `--${f}`).join(" and ")}`);
+  if (sub.shape === "override-set" && !SIZE_FLAGS.some((f) => flags.has(f)))
+    return usage("give the new size: the limit's own keys, e.g. --burst 2000 --rate 1000/s");
+  return {
+    kind: "command",
+    command: { name, request: sub.request(positional, flags), shape: sub.shape, json },
+  };
+}

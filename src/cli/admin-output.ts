@@ -1,0 +1,173 @@
+// What `tollgate keys …` and `tollgate overrides …` print for people (without --json): a created
+// key once, with the warning that it is never shown again; lists as aligned columns. Pure: the
+// admin API's parsed JSON in, text out, or why the answer is not one this CLI can read (a gateway
+// of another version). Every value the API echoes is printed with its control characters escaped:
+// a client id or a reason holding a terminal escape sequence is shown, never obeyed.
+import type { AnswerShape } from "./admin-args.js";
+
+export type Printed = { stdout: string; stderr: string } | { unreadable: string };
+
+type Json = Record<string, unknown>;
+
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+
+/** `text` with C0, DEL and C1 characters as \u escapes. */
+export function printable(text: string): string {
+  return text.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+/** A JSON value as one printable cell: strings as written, absent as "-". */
+function cell(value: unknown): string {
+  if (value === undefined || value === null || value === "") return "-";
+  return printable(typeof value === "string" ? value : JSON.stringify(value));
+}
+
+/** Rows under a header, each column as wide as its widest cell, two spaces apart; no trailing blanks. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd();
+  return `${[header, ...rows].map(line).join("\n")}\n`;
+}
+
+const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+const isText = (v: unknown): v is string => typeof v === "string";
+
+function expiry(value: unknown): string {
+  return isText(value) ? `expires ${printable(value)}` : "never expires";
+}
+
+/** POST /admin/keys and POST /admin/keys/{id}/rotate: the key, once. */
+function issued(body: unknown): Printed {
+  if (!isObject(body) || !isText(body.id) || !isText(body.key) || !isText(body.client))
+    return { unreadable: "no id, key and client in the answer" };
+  const whose = [
+    `plan ${cell(body.plan)}`,
+    ...(isText(body.tenant) ? [`tenant ${printable(body.tenant)}`] : []),
+  ];
+  let out = `${printable(body.id)} for client ${printable(body.client)} (${whose.join(", ")}), ${expiry(body.expires_at)}:\n\n`;
+  out += `  ${printable(body.key)}\n\n`;
+  out += "This is the only time the key is shown: store it now. The gateway keeps only its SHA-256";
+  out += isText(body.fingerprint) ? ` (fingerprint ${printable(body.fingerprint)}).\n` : ".\n";
+  const previous = body.previous;
+  if (isObject(previous) && isText(previous.id))
+    out += isText(previous.expires_at)
+      ? `It replaces ${printable(previous.id)}, which works until ${printable(previous.expires_at)}, then is refused.\n`
+      : `It replaces ${printable(previous.id)}.\n`;
+  // The API's own warning (a YAML client of that id wins): for the operator, beside the key.
+  const stderr = isText(body.warning) ? `warning: ${printable(body.warning)}\n` : "";
+  return { stdout: out, stderr };
+}
+
+/** GET /admin/keys?client=: never a key, its fingerprint. */
+function keyList(body: unknown): Printed {
+  if (!Array.isArray(body) || !body.every(isObject))
+    return { unreadable: "the answer is not a list of keys" };
+  if (body.length === 0) return { stdout: "no keys (none issued, or all revoked or expired)\n", stderr: "" };
+  const rows = body.map((k) => [
+    cell(k.id),
+    cell(k.fingerprint),
+    cell(k.client),
+    cell(k.plan),
+    cell(k.tenant),
+    cell(k.created_at),
+    k.expires_at === null ? "never" : cell(k.expires_at),
+  ]);
+  return {
+    stdout: table(["ID", "FINGERPRINT", "CLIENT", "PLAN", "TENANT", "CREATED", "EXPIRES"], rows),
+    stderr: "",
+  };
+}
+
+function revoked(body: unknown): Printed {
+  if (!isObject(body) || !isText(body.id)) return { unreadable: "no id in the answer" };
+  const of = isText(body.client) ? ` of client ${printable(body.client)}` : "";
+  return { stdout: `revoked ${printable(body.id)}${of}\n`, stderr: "" };
+}
+
+/** The members of an override's view that are not its size. */
+const OVERRIDE_MEMBERS = new Set([
+  "name",
+  "caller",
+  "algorithm",
+  "reason",
+  "set_at",
+  "expires_at",
+  "applies",
+  "quota",
+  "description",
+  "not_applied",
+]);
+
+/** "burst 2000, rate 1000/s": the limit's keys the override sets, in the API's order. */
+function sizeOf(view: Json): string {
+  const keys = Object.keys(view).filter((k) => !OVERRIDE_MEMBERS.has(k));
+  return keys.length ? keys.map((k) => `${printable(k)} ${cell(view[k])}`).join(", ") : "-";
+}
+
+function isOverride(v: unknown): v is Json & { name: string; caller: string } {
+  return isObject(v) && isText(v.name) && isText(v.caller);
+}
+
+/** PUT /admin/overrides/{caller}/{limit}: 201 new, 200 replaced. */
+function overrideSet(body: unknown, status: number): Printed {
+  if (!isOverride(body)) return { unreadable: "no name and caller in the answer" };
+  const what = status === 201 ? "set" : "replaced";
+  let out = `${what}: ${printable(body.caller)} ${printable(body.name)} at ${sizeOf(body)}, ${expiry(body.expires_at)}\n`;
+  out += `  reason   ${cell(body.reason)}\n`;
+  let stderr = "";
+  if (body.applies === true) out += `  applies  ${cell(body.description)}\n`;
+  else {
+    out += "  applies  no\n";
+    stderr = `warning: the running config does not apply it: ${cell(body.not_applied)}\n`;
+  }
+  return { stdout: out, stderr };
+}
+
+/** GET /admin/overrides/{caller}. */
+function overrideList(body: unknown): Printed {
+  if (!isObject(body) || !Array.isArray(body.overrides) || !body.overrides.every(isOverride))
+    return { unreadable: "no list of overrides in the answer" };
+  const caller = cell(body.caller);
+  if (body.overrides.length === 0) return { stdout: `no overrides for ${caller}\n`, stderr: "" };
+  const rows = body.overrides.map((o) => [
+    printable(o.name),
+    sizeOf(o),
+    cell(o.expires_at),
+    o.applies === true ? "yes" : "no",
+    cell(o.reason),
+  ]);
+  let out = table(["LIMIT", "SIZE", "EXPIRES", "APPLIES", "REASON"], rows);
+  for (const o of body.overrides)
+    if (o.applies !== true) out += `${printable(o.name)} is not applied: ${cell(o.not_applied)}\n`;
+  return { stdout: out, stderr: "" };
+}
+
+function overrideRemoved(body: unknown): Printed {
+  if (!isOverride(body)) return { unreadable: "no name and caller in the answer" };
+  return {
+    stdout: `removed the override of ${printable(body.name)} for ${printable(body.caller)}\n`,
+    stderr: "",
+  };
+}
+
+/** A successful answer (2xx, JSON parsed) as people read it. */
+export function formatAnswer(shape: AnswerShape, status: number, body: unknown): Printed {
+  switch (shape) {
+    case "key-issued":
+      return issued(body);
+    case "key-list":
+      return keyList(body);
+    case "key-revoked":
+      return revoked(body);
+    case "override-set":
+      return overrideSet(body, status);
+    case "override-list":
+      return overrideList(body);
+    case "override-removed":
+      return overrideRemoved(body);
+  }
+}
