@@ -684,7 +684,7 @@ export const configSchema = z
           .max(10_000_000)
           .default(100_000)
           .describe(
-            "stored API keys (POST /admin/keys) each instance keeps in memory, the least recently used let go first; a cached key costs no Redis command (default 100000, about 1 KB each)",
+            "stored API keys (POST /admin/keys) each instance keeps in memory, the least recently used let go first; a cached key costs no Redis command (default 100000, 0.7 to 2 KB each)",
           ),
       })
       .prefault({})
