@@ -73,6 +73,11 @@ export const PROBLEMS = {
   /** No stored key has that id (never issued, revoked, or expired). */
   unknown_key_id: { status: 404, title: "Not Found", type: `${OWN}unknown-key-id` },
   /**
+   * A rotation of a key that a rotation already replaced (it lives out its grace): the detail
+   * names the successor to rotate instead.
+   */
+  key_being_replaced: { status: 409, title: "Conflict", type: `${OWN}key-being-replaced` },
+  /**
    * PUT /admin/overrides/… with a body or a caller and limit it cannot use (a size the limit's
    * algorithm refuses, no expires_in, a budget other callers share): the detail names the fix.
    */

@@ -89,10 +89,21 @@ export function createAuditLog(store: AuditStore, options: AuditOptions): AuditL
     : new RingAuditLog(options);
 }
 
-/** A field as it is kept: a string, at most AUDIT_FIELD_MAX characters. */
+/**
+ * A field as it is kept: a string with its control characters escaped (`\n`, `\u001b`: an entry
+ * read in a terminal or a log cannot rewrite a line), at most AUDIT_FIELD_MAX characters.
+ */
 export function auditField(value: unknown): string {
-  const text = typeof value === "string" ? value : String(value);
+  const text = escapeControls(typeof value === "string" ? value : String(value));
   return text.length <= AUDIT_FIELD_MAX ? text : `${text.slice(0, AUDIT_FIELD_MAX - 1)}…`;
+}
+
+/** C0, DEL, C1, and the line and paragraph separators, as JSON-style escapes. */
+export function escapeControls(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => {
+    const short: Record<string, string> = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+    return short[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+  });
 }
 
 /** The entry's three fields as kept; the time is added where it is written. */

@@ -18,12 +18,28 @@
 // restart) nothing is written to make one: the reconcile then resets if a change it heard is
 // no longer in the stream, or if the stream it finds may have been trimmed already (missed()).
 //
+// None of that notices a restart that left no trace in the stream: an instance whose last read
+// found no stream, and that cached a key by lookup while the key's pub/sub message was lost,
+// sees no stream again after Redis restarted empty, and would serve that key forever. So Redis
+// also holds an epoch, `<prefix>{rt}:epoch`: a random value that every reconcile creates if it
+// is missing and reads, in one script. Each instance remembers the epoch it last saw;
+// a missing or different one means Redis lost its data since (restarted empty, flushed, or the
+// key was evicted): onReset, and the new epoch is adopted. That costs one command per
+// reconcile and holds whatever pub/sub did. An instance started after the restart adopts the
+// epoch it finds (or creates); the older instances see that one differ from theirs.
+//
 // "At most once each": an entry heard by pub/sub (or published here) is remembered until the
 // reconcile passes it, and the reconcile does not deliver it again. The memory is bounded
 // (DELIVERED_MAX); past it a change may be delivered twice, which only invalidates twice.
 //
 // `memory://` has an in-process feed: a change reaches this process's listeners at once, and no
-// other process (there is no other instance sharing a memory store).
+// other process (there is no other instance sharing a memory store). Its data lives exactly as
+// long as its listeners, so it never resets and has no epoch.
+//
+// Nothing here rejects unobserved: the reconcile reports its failures, the subscriber's errors
+// are reported, and its SUBSCRIBE after every reconnect is ours (ioredis' autoResubscribe sends
+// one nobody handles: a hung or killed Redis made it an unhandled "Command timed out").
+import { randomUUID } from "node:crypto";
 import { Cluster, type Redis } from "ioredis";
 
 export type Change = { kind: "key"; hash: string } | { kind: "override"; caller: string };
@@ -56,6 +72,27 @@ export const DELIVERED_MAX = 10_000;
 export function changeStreamKey(prefix: string): string {
   return `${prefix}{rt}:changes`;
 }
+
+/** The epoch: a random value that changes when Redis lost its data (see above). */
+export function epochKey(prefix: string): string {
+  return `${prefix}{rt}:epoch`;
+}
+
+/**
+ * The epoch's TTL, pushed back by every reconcile: like every key tollgate writes, it goes away
+ * once nobody uses it. It only lapses when no instance reconciled for that long; the next to
+ * reconcile then creates another and the others reset (harmless: nothing was missed).
+ */
+export const EPOCH_TTL_MS = 24 * 3600 * 1000;
+
+/** Creates the epoch if it is missing, pushes back its TTL; answers the one in Redis. */
+const EPOCH_SCRIPT = `local v = redis.call('GET', KEYS[1])
+if v then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return v
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return ARGV[1]`;
 
 export function changeChannel(prefix: string): string {
   return `${prefix}rt:changes`;
@@ -187,6 +224,7 @@ export interface RedisChangeFeedOptions {
 export class RedisChangeFeed implements ChangeFeed {
   private readonly client: Redis | Cluster;
   private readonly stream: string;
+  private readonly epochKey: string;
   private readonly channel: string;
   private readonly listeners: Listeners;
   private readonly onError: (err: Error) => void;
@@ -198,6 +236,10 @@ export class RedisChangeFeed implements ChangeFeed {
   private timer: { cancel(): void } | undefined;
   /** The last stream entry read by the reconcile; undefined until the first one ran. */
   private cursor: string | undefined;
+  /** The epoch the last reconcile saw; undefined until one read it. */
+  private epoch: string | undefined;
+  /** A reconcile failed before any read the epoch: lookups may have cached keys meanwhile. */
+  private failedBeforeEpoch = false;
   /** Ids delivered ahead of the reconcile (pub/sub, or published here), oldest first. */
   private readonly delivered = new Set<string>();
   private reconciling: Promise<void> | undefined;
@@ -206,6 +248,7 @@ export class RedisChangeFeed implements ChangeFeed {
   constructor(options: RedisChangeFeedOptions) {
     this.client = options.client;
     this.stream = changeStreamKey(options.prefix);
+    this.epochKey = epochKey(options.prefix);
     this.channel = changeChannel(options.prefix);
     this.onError = options.onError ?? (() => {});
     this.listeners = new Listeners(this.onError);
@@ -254,7 +297,7 @@ export class RedisChangeFeed implements ChangeFeed {
     if (this.subscriber || this.stopped) return;
     // A duplicate keeps the store's address, credentials and TLS; pub/sub needs its own
     // connection. The offline queue is on here (the store's is off) so the SUBSCRIBE waits for
-    // the connection instead of failing; ioredis subscribes again after every reconnect.
+    // the connection instead of failing.
     const sub =
       this.client instanceof Cluster
         ? this.client.duplicate([], {
@@ -264,6 +307,10 @@ export class RedisChangeFeed implements ChangeFeed {
         : this.client.duplicate({
             enableOfflineQueue: true,
             maxRetriesPerRequest: null,
+            // We subscribe on every "ready" ourselves, with a handler: ioredis' own resubscribe
+            // drops its promise, so a SUBSCRIBE that timed out (Redis hung right after the
+            // reconnect) or was flushed (stop) would be an unhandled rejection.
+            autoResubscribe: false,
             ...this.subscriberOptions,
           });
     this.subscriber = sub;
@@ -271,11 +318,19 @@ export class RedisChangeFeed implements ChangeFeed {
     sub.on("message", (channel: string, message: string) => {
       if (channel === this.channel) this.heard(message);
     });
-    sub.subscribe(this.channel).catch((err: unknown) => this.report(err));
+    const subscribe = () => {
+      sub.subscribe(this.channel).catch((err: unknown) => this.report(err));
+    };
+    // A duplicate Cluster's subscriber node is chosen and resubscribed by ioredis, which
+    // handles that SUBSCRIBE itself.
+    if (sub instanceof Cluster) subscribe();
+    else sub.on("ready", subscribe);
+    // reconcile() never rejects (it reports), but a timer's callback must not leave a promise
+    // that could: hence the catch.
     this.timer = this.every(this.intervalMs, () => {
-      void this.reconcile();
+      this.reconcile().catch((err: unknown) => this.report(err));
     });
-    void this.reconcile();
+    this.reconcile().catch((err: unknown) => this.report(err));
   }
 
   async stop(): Promise<void> {
@@ -316,7 +371,10 @@ export class RedisChangeFeed implements ChangeFeed {
     if (this.stopped) return Promise.resolve();
     if (!this.reconciling) {
       this.reconciling = this.readStream()
-        .catch((err: unknown) => this.report(err))
+        .catch((err: unknown) => {
+          if (this.epoch === undefined) this.failedBeforeEpoch = true;
+          this.report(err);
+        })
         .finally(() => {
           this.reconciling = undefined;
         });
@@ -325,9 +383,23 @@ export class RedisChangeFeed implements ChangeFeed {
   }
 
   private async readStream(): Promise<void> {
-    if (this.cursor === undefined) {
-      // First run: start at the stream's end; what came before was no cache's business.
+    const epoch = await this.readEpoch();
+    if (this.epoch === undefined || this.cursor === undefined) {
+      // First run: start at the stream's end; what came before was no cache's business. Unless
+      // an earlier try failed: keys looked up since may be from before a restart we cannot see.
       this.cursor = await this.tail();
+      this.epoch = epoch;
+      if (this.failedBeforeEpoch) {
+        this.failedBeforeEpoch = false;
+        this.reset();
+      }
+      return;
+    }
+    if (epoch !== this.epoch) {
+      // Redis lost its data since the last reconcile (the epoch is gone, so this one is new).
+      this.cursor = await this.tail();
+      this.epoch = epoch;
+      this.reset();
       return;
     }
     let from = this.cursor === NO_STREAM ? "-" : this.cursor;
@@ -339,8 +411,7 @@ export class RedisChangeFeed implements ChangeFeed {
       if (from === this.cursor || from === "-") {
         if (await this.missed(entries)) {
           this.cursor = await this.tail();
-          this.delivered.clear();
-          this.listeners.emitReset();
+          this.reset();
           return;
         }
       }
@@ -377,9 +448,19 @@ export class RedisChangeFeed implements ChangeFeed {
     return first !== undefined && (await this.client.xlen(this.stream)) >= CHANGE_STREAM_MAX;
   }
 
+  private reset(): void {
+    this.delivered.clear();
+    this.listeners.emitReset();
+  }
+
+  /** The epoch in Redis, created if missing: one command (a script, so one round trip). */
+  private async readEpoch(): Promise<string> {
+    return String(await this.client.eval(EPOCH_SCRIPT, 1, this.epochKey, randomUUID(), EPOCH_TTL_MS));
+  }
+
   /**
    * The id of the stream's last entry, or NO_STREAM. Nothing is written: a gateway whose
-   * operators never change anything at runtime leaves no key in Redis.
+   * operators never change anything at runtime leaves one key in Redis, the epoch (EPOCH_TTL_MS).
    */
   private async tail(): Promise<string> {
     const last = (await this.client.xrevrange(this.stream, "+", "-", "COUNT", 1)) as [string, string[]][];

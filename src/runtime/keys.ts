@@ -10,7 +10,8 @@
 //   expired is dropped from it when the list next meets it).
 // An expiring key's two strings carry PEXPIREAT at its expiry, so Redis lets it go by itself; the
 // expiry is also in the record, so a cached key stops working at the same instant with no
-// command. Rotation gives the old key that expiry (now + grace), or deletes it for grace 0.
+// command. Rotation gives the old key that expiry (now + grace), or deletes it for grace 0, and
+// marks it with its successor's id (`successor`): a key so marked is not rotated again.
 //
 // `memory://` keeps keys in this process only: they vanish with it, and another process (a
 // second gateway, a worker) never sees them. Bounded by MEMORY_KEYS_MAX.
@@ -33,6 +34,8 @@ export interface StoredKey {
   createdAtMs: number;
   /** Epoch ms; undefined: never expires. */
   expiresAtMs: number | undefined;
+  /** The id of the key a rotation issued to replace this one (set while it lives out its grace). */
+  successorId?: string | undefined;
 }
 
 export interface NewKey {
@@ -58,7 +61,9 @@ export interface KeyStore {
   revoke(id: string): Promise<StoredKey | undefined>;
   /**
    * A successor with the same client, plan, tenant, limits and expiry; the old key keeps working
-   * for `graceMs` (0: not at all) and is then gone. undefined: no such id.
+   * for `graceMs` (0: not at all) and is then gone. undefined: no such id. Rejects with
+   * KeyBeingReplacedError for a key a rotation already replaced: a second successor would be
+   * handed out last and yet die at the first rotation's grace end.
    */
   rotate(id: string, graceMs: number): Promise<{ issued: IssuedKey; previous: StoredKey } | undefined>;
   /** The request path's lookup: the key whose SHA-256 is `hash`, unless absent or expired. */
@@ -70,6 +75,22 @@ export const KEYS_PER_CLIENT_MAX = 1000;
 
 /** Keys a `memory://` gateway holds at most. */
 export const MEMORY_KEYS_MAX = 100_000;
+
+/** A rotation of a key that is already living out a rotation's grace (answered 409). */
+export class KeyBeingReplacedError extends Error {
+  constructor(
+    readonly id: string,
+    /** The key that replaces it, when the store knows it. */
+    readonly successorId: string | undefined,
+  ) {
+    super(
+      successorId === undefined
+        ? `${id} was already rotated: this key is already being replaced`
+        : `${id} was already rotated: rotate its successor ${successorId} instead`,
+    );
+    this.name = "KeyBeingReplacedError";
+  }
+}
 
 /** A create the store refuses for a reason the operator can fix (answered 400). */
 export class KeyStoreLimitError extends Error {
@@ -138,6 +159,7 @@ export function fieldsOf(r: StoredKey): string[] {
   if (r.tenant !== undefined) f.push("tenant", r.tenant);
   if (r.limits !== undefined) f.push("limits", JSON.stringify(r.limits));
   if (r.expiresAtMs !== undefined) f.push("expires", String(r.expiresAtMs));
+  if (r.successorId !== undefined) f.push("successor", r.successorId);
   return f;
 }
 
@@ -159,7 +181,18 @@ export function parseFields(hash: string, f: Readonly<Record<string, string>>): 
       return undefined;
     }
   }
-  return { id, hash, client, plan, tenant: f.tenant, limits, createdAtMs, expiresAtMs };
+  const successorId = f.successor;
+  return {
+    id,
+    hash,
+    client,
+    plan,
+    tenant: f.tenant,
+    limits,
+    createdAtMs,
+    expiresAtMs,
+    ...(successorId === undefined ? {} : { successorId }),
+  };
 }
 
 export interface RedisKeyStoreOptions {
@@ -210,10 +243,10 @@ export class RedisKeyStore implements KeyStore {
   }
 
   /** Writes a new key (and `also`, e.g. a rotation's change to the old one) in one MULTI. */
-  private async issue(spec: NewKey, also: WriteCommand[]): Promise<IssuedKey> {
+  private async issue(spec: NewKey, also: WriteCommand[], id = newKeyId()): Promise<IssuedKey> {
     const key = newKey();
     const hash = sha256Hex(key);
-    const r = record(spec, newKeyId(), hash, this.now());
+    const r = record(spec, id, hash, this.now());
     const writes: WriteCommand[] = [
       ["hset", keyHashKey(this.prefix, hash), ...fieldsOf(r)],
       ["set", keyIdKey(this.prefix, r.id), hash],
@@ -265,6 +298,9 @@ export class RedisKeyStore implements KeyStore {
   async rotate(id: string, graceMs: number): Promise<{ issued: IssuedKey; previous: StoredKey } | undefined> {
     const old = await this.byId(id);
     if (!old) return undefined;
+    if (old.successorId !== undefined) throw new KeyBeingReplacedError(id, old.successorId);
+    const successorId = newKeyId();
+    if (!(await this.claim(old, successorId))) return undefined;
     const now = this.now();
     const until = Math.min(Math.floor(now + graceMs), old.expiresAtMs ?? Number.POSITIVE_INFINITY);
     const previous: StoredKey = { ...old, expiresAtMs: until };
@@ -275,13 +311,22 @@ export class RedisKeyStore implements KeyStore {
       limits: old.limits,
       expiresInMs: old.expiresAtMs === undefined ? undefined : Math.max(0, old.expiresAtMs - now),
     };
+    let issued: IssuedKey;
+    try {
+      issued = await this.issue(successor, [], successorId);
+    } catch (err) {
+      // No successor was written: free the key for another rotation (best effort; a failed
+      // HDEL leaves a 409 naming a successor that does not exist, and revoking the key ends it).
+      await this.boundary
+        .bounded(this.client.hdel(keyHashKey(this.prefix, old.hash), "successor"))
+        .catch(() => {});
+      throw err;
+    }
     if (graceMs <= 0) {
       // The old key goes now: its deletion is one more change, published after the successor's.
-      const issued = await this.issue(successor, []);
       await this.revoke(id);
-      return { issued, previous: { ...old, expiresAtMs: now } };
+      return { issued, previous: { ...old, expiresAtMs: now, successorId } };
     }
-    const issued = await this.issue(successor, []);
     await this.boundary.bounded(
       this.feed.publishWith({ kind: "key", hash: old.hash }, [
         ["hset", keyHashKey(this.prefix, old.hash), "expires", String(until)],
@@ -289,7 +334,31 @@ export class RedisKeyStore implements KeyStore {
         ["pexpireat", keyIdKey(this.prefix, old.id), until],
       ]),
     );
-    return { issued, previous };
+    return { issued, previous: { ...previous, successorId } };
+  }
+
+  /**
+   * Marks `old` as replaced by `successorId`, or throws KeyBeingReplacedError if a rotation got
+   * there first: HSETNX makes two rotations at once (two operators, a retried request) agree
+   * on one successor. false: the key went (revoked, expired) since it was read; the HSETNX
+   * then made a hash of that one field, deleted again at once.
+   */
+  private async claim(old: StoredKey, successorId: string): Promise<boolean> {
+    const key = keyHashKey(this.prefix, old.hash);
+    const replies = await this.boundary.bounded(
+      this.client.multi().hsetnx(key, "successor", successorId).hget(key, "id").hget(key, "successor").exec(),
+    );
+    if (replies === null)
+      throw new Error("the rotation's claim was not written: the transaction was aborted");
+    for (const [err] of replies) if (err) throw err;
+    const [claimed, stillId, current] = replies.map(([, reply]) => reply);
+    if (stillId !== old.id) {
+      if (claimed === 1) await this.boundary.bounded(this.client.del(key)).catch(() => {});
+      return false;
+    }
+    if (claimed !== 1)
+      throw new KeyBeingReplacedError(old.id, typeof current === "string" ? current : undefined);
+    return true;
   }
 }
 
@@ -344,10 +413,10 @@ export class MemoryKeyStore implements KeyStore {
     return this.issue(spec);
   }
 
-  private async issue(spec: NewKey): Promise<IssuedKey> {
+  private async issue(spec: NewKey, id = newKeyId()): Promise<IssuedKey> {
     const key = newKey();
     const hash = sha256Hex(key);
-    const r = record(spec, newKeyId(), hash, this.now());
+    const r = record(spec, id, hash, this.now());
     this.byHash.set(hash, r);
     this.hashById.set(r.id, hash);
     await this.feed.publish({ kind: "key", hash });
@@ -377,20 +446,27 @@ export class MemoryKeyStore implements KeyStore {
   async rotate(id: string, graceMs: number): Promise<{ issued: IssuedKey; previous: StoredKey } | undefined> {
     const old = this.byId(id);
     if (!old) return undefined;
+    if (old.successorId !== undefined) throw new KeyBeingReplacedError(id, old.successorId);
     const now = this.now();
-    const issued = await this.issue({
-      client: old.client,
-      plan: old.plan,
-      tenant: old.tenant,
-      limits: old.limits,
-      expiresInMs: old.expiresAtMs === undefined ? undefined : Math.max(0, old.expiresAtMs - now),
-    });
+    // Marked before the first await, so a rotation that starts meanwhile is refused.
+    const successorId = newKeyId();
+    this.byHash.set(old.hash, { ...old, successorId });
+    const issued = await this.issue(
+      {
+        client: old.client,
+        plan: old.plan,
+        tenant: old.tenant,
+        limits: old.limits,
+        expiresInMs: old.expiresAtMs === undefined ? undefined : Math.max(0, old.expiresAtMs - now),
+      },
+      successorId,
+    );
     if (graceMs <= 0) {
       await this.revoke(id);
-      return { issued, previous: { ...old, expiresAtMs: now } };
+      return { issued, previous: { ...old, expiresAtMs: now, successorId } };
     }
     const until = Math.min(Math.floor(now + graceMs), old.expiresAtMs ?? Number.POSITIVE_INFINITY);
-    const previous = { ...old, expiresAtMs: until };
+    const previous = { ...old, expiresAtMs: until, successorId };
     this.byHash.set(old.hash, previous);
     await this.feed.publish({ kind: "key", hash: old.hash });
     return { issued, previous };

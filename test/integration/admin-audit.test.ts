@@ -172,6 +172,7 @@ describe("a write token", () => {
         return r;
       },
       action: "POST /admin/keys",
+      target: () => `${ids[0]} (client:newco, plan free, no expiry)`,
     },
     {
       route: "POST /admin/keys/{id}/rotate",
@@ -184,11 +185,13 @@ describe("a write token", () => {
         return r;
       },
       action: "POST /admin/keys/rotate",
+      target: () => `${ids[0]} -> ${ids[1]} (client:newco, grace 2s)`,
     },
     {
       route: "DELETE /admin/keys/{id}",
       act: () => admin(OPS, "DELETE", `/admin/keys/${ids[1]}`),
       action: "DELETE /admin/keys",
+      target: () => `${ids[1]} (client:newco)`,
     },
     {
       route: "PUT /admin/overrides/{caller}/{name}",
@@ -200,7 +203,7 @@ describe("a write token", () => {
           reason: "launch",
         }),
       action: "PUT /admin/overrides",
-      target: () => "client:acme/free.global",
+      target: () => "client:acme/free.global {burst: 20, rate: 10/s} for 1m: launch",
     },
     {
       route: "DELETE /admin/overrides/{caller}/{name}",

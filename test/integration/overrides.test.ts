@@ -162,7 +162,7 @@ describe("an override raises a live caller's limit exactly, on both instances", 
       expect.objectContaining({
         token: "admin",
         action: "PUT /admin/overrides",
-        target: "client:raise/pro.global",
+        target: "client:raise/pro.global {burst: 20, rate: 1/m} for 2h: launch week, extended",
       }),
     );
   });
@@ -173,7 +173,12 @@ describe("an override raises a live caller's limit exactly, on both instances", 
     expect(await untilShown(a, "client:raise", "pro.global", 5)).toBeLessThan(1000);
     expect(await untilShown(b, "client:raise", "pro.global", 5)).toBeLessThan(1000);
     expect((await admin(a, "/admin/overrides/client:raise/pro.global")).status).toBe(404);
+    const audited = async () =>
+      (await admin(b, "/admin/audit")).json<{ entries: unknown[] }>().entries.length;
+    const before = await audited();
     expect((await admin(a, "/admin/overrides/client:raise/pro.global", "DELETE")).status).toBe(404);
+    // Nothing was removed: nothing is audited.
+    expect(await audited()).toBe(before);
     // A fresh bucket, then exactly the plan's burst.
     expect((await admin(a, "/admin/callers/client:raise", "DELETE")).status).toBe(200);
     const replies = await burst("raise-key", 8);
@@ -315,6 +320,15 @@ describe("a PUT the override rules refuse: 400 with the fix", () => {
     const ip = await problem("ip:10.0.0.1/pro.global", good);
     expect(ip).toMatchObject({ status: 400, type: "https://tollgate.dev/problems/bad-caller" });
   });
+
+  it.each(["client:%00", "client:a%20b", "client:%C3%A4", "tenant:*"])(
+    "caller %s, an id no client or tenant can have, is a 400 naming the allowed characters",
+    async (caller) => {
+      const r = await problem(`${caller}/pro.global`, good);
+      expect(r).toMatchObject({ status: 400, type: "https://tollgate.dev/problems/bad-caller" });
+      expect(r.detail).toContain("may only hold letters, digits and . _ ~ @ + = : - /");
+    },
+  );
 
   it("nothing refused was stored", async () => {
     const listed = (await admin(a, "/admin/overrides/client:t1")).json<{ overrides: unknown[] }>();

@@ -211,6 +211,21 @@ describe("runtime keys on two instances sharing one Redis", () => {
     expect((listed.json as unknown as { id: string }[]).map((k) => k.id).sort()).toEqual(
       [old.id, next.id].sort(),
     );
+    // Rotating the old key again would hand out a key that dies at this grace's end: refused on
+    // either instance, naming the successor; two at once agree on one successor (HSETNX).
+    for (const gw of [a, b]) {
+      const again = await admin(gw, "POST", `/admin/keys/${old.id}/rotate`, { grace: "1s" });
+      expect(again.status).toBe(409);
+      expect(again.json).toMatchObject({
+        type: "https://tollgate.dev/problems/key-being-replaced",
+        detail: `${old.id} was already rotated: rotate its successor ${next.id} instead`,
+      });
+    }
+    const racer = await create(a, { client: "racer" });
+    const raced = await Promise.all(
+      [a, b].map((gw) => admin(gw, "POST", `/admin/keys/${racer.id}/rotate`, { grace: "1s" })),
+    );
+    expect(raced.map((r) => r.status).sort()).toEqual([201, 409]);
     const graceEnds = Date.parse(next.previous.expires_at);
     await new Promise((r) => setTimeout(r, Math.max(0, graceEnds - Date.now()) + 50));
     for (const gw of [a, b]) {

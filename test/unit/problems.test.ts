@@ -33,6 +33,7 @@ const PUBLISHED: Record<ProblemCode, string> = {
   config_refused: `${OWN}config-refused`,
   bad_key_request: `${OWN}bad-key-request`,
   unknown_key_id: `${OWN}unknown-key-id`,
+  key_being_replaced: `${OWN}key-being-replaced`,
   bad_override: `${OWN}bad-override`,
   no_override: `${OWN}no-override`,
   insufficient_scope: `${OWN}insufficient-scope`,

@@ -420,6 +420,22 @@ class FakeRedis {
   publishes = 0;
   /** XLEN's answer when set (a stream that has been trimmed), else the entries held. */
   length: number | undefined;
+  /** The epoch key's value (EVAL of the epoch script creates it when missing). */
+  epoch: string | undefined;
+  /** Set: every command rejects with it (Redis unreachable). */
+  down: Error | undefined;
+
+  /** Redis restarted empty: no stream, no epoch. */
+  restartEmpty(): void {
+    this.entries = [];
+    this.length = undefined;
+    this.epoch = undefined;
+  }
+  async eval(_script: string, _n: number, _key: string, fresh: string) {
+    if (this.down) throw this.down;
+    this.epoch ??= fresh;
+    return this.epoch;
+  }
 
   add(fields: string[]): string {
     const id = `${1000 + this.seq++}-0`;
@@ -541,6 +557,77 @@ describe("RedisChangeFeed over a fake stream", () => {
     redis.entries = []; // Redis restarted empty before b's reconcile
     await b.feed.reconcile();
     expect(b.resets()).toBe(1);
+  });
+
+  it("no stream at the last read, pub/sub lost, Redis restarted empty: the epoch resets every instance", async () => {
+    const redis = new FakeRedis();
+    const a = feedOn(redis);
+    const b = feedOn(redis);
+    await a.feed.reconcile();
+    await b.feed.reconcile();
+    // b caches a key by lookup; the change that created it never reached b (pub/sub lost, and
+    // no reconcile ran before the restart).
+    redis.add(["c", encodeChange({ kind: "key", hash: "created" })]);
+    redis.restartEmpty();
+    await a.feed.reconcile();
+    await b.feed.reconcile();
+    expect(a.resets()).toBe(1);
+    expect(b.resets()).toBe(1);
+    // Both adopted the new epoch: no more resets.
+    await a.feed.reconcile();
+    await b.feed.reconcile();
+    expect([a.resets(), b.resets()]).toEqual([1, 1]);
+  });
+
+  it("Redis restarted empty and a new stream trimmed since: the epoch resets", async () => {
+    const redis = new FakeRedis();
+    const b = feedOn(redis);
+    await b.feed.reconcile();
+    redis.restartEmpty();
+    for (const h of ["n1", "n2", "n3"]) redis.add(["c", encodeChange({ kind: "key", hash: h })]);
+    redis.entries = redis.entries.slice(-1); // trimmed, and short: the stream alone tells nothing
+    await b.feed.reconcile();
+    expect(b.resets()).toBe(1);
+    expect(b.changes).toEqual([]);
+  });
+
+  it("an instance started after the restart: the epoch it creates resets the older ones, and later restarts reset it", async () => {
+    const redis = new FakeRedis();
+    const a = feedOn(redis);
+    await a.feed.reconcile();
+    redis.restartEmpty();
+    const c = feedOn(redis);
+    await c.feed.reconcile(); // c creates the new epoch before a's next reconcile
+    expect(c.resets()).toBe(0);
+    await a.feed.reconcile();
+    expect(a.resets()).toBe(1);
+    redis.restartEmpty();
+    await c.feed.reconcile();
+    await a.feed.reconcile();
+    expect([a.resets(), c.resets()]).toEqual([2, 1]);
+  });
+
+  it("a reconcile failed before any read the epoch: the first that succeeds resets", async () => {
+    const redis = new FakeRedis();
+    const errors: Error[] = [];
+    const feed = new RedisChangeFeed({
+      client: redis as never,
+      prefix: "p:",
+      every: () => ({ cancel: () => {} }),
+      onError: (e) => errors.push(e),
+    });
+    let resets = 0;
+    feed.onReset(() => resets++);
+    redis.down = new Error("connect ECONNREFUSED");
+    feed.start();
+    await feed.reconcile();
+    expect(errors).toHaveLength(1);
+    expect(resets).toBe(0);
+    redis.down = undefined;
+    await feed.reconcile();
+    expect(resets).toBe(1);
+    await feed.reconcile();
+    expect(resets).toBe(1);
   });
 
   it("no stream at the last read: a stream found past CHANGE_STREAM_MAX may have been trimmed, so it resets", async () => {

@@ -5,18 +5,19 @@
 // use is a 400 bad-key-request naming the fix; a client, plan, tenant or limits that the YAML's
 // clients[] could not have is refused with --check's own message.
 import type { CompiledClient, Runtime } from "../../config/compile.js";
-import { parseDuration } from "../../config/units.js";
+import { formatDuration, parseDuration } from "../../config/units.js";
 import type { AuditLog } from "../../runtime/audit.js";
 import { checkKeySpec } from "../../runtime/key-spec.js";
 import {
   fingerprintOf,
   type IssuedKey,
   KEY_ID,
+  KeyBeingReplacedError,
   type KeyStore,
   KeyStoreLimitError,
   type StoredKey,
 } from "../../runtime/keys.js";
-import { audited } from "../audited.js";
+import { audited, keyTarget } from "../audited.js";
 import { readJsonObject } from "../json-body.js";
 import { ProblemError, replyProblem, sendJson } from "../reply.js";
 import type { AdminHandler, AdminRequest } from "../router.js";
@@ -31,6 +32,11 @@ export interface KeyEndpointDeps {
 
 const CREATE_MEMBERS = ["client", "plan", "tenant", "expires_in", "limits"] as const;
 const ROTATE_MEMBERS = ["grace"] as const;
+
+/** The longest `expires_in` of a key: ten years; a key meant to outlive that takes none. */
+export const KEY_EXPIRES_IN_MAX_MS = 3650 * 86_400_000;
+/** The longest `grace` of a rotation: a month to move callers; longer is two keys kept, not a grace. */
+export const ROTATE_GRACE_MAX_MS = 30 * 86_400_000;
 
 /** A key as listings show it: never the key, its fingerprint instead. */
 export function keyView(r: StoredKey): Record<string, unknown> {
@@ -69,13 +75,20 @@ function optionalText(body: Record<string, unknown>, name: string): string | und
   return v;
 }
 
-/** A duration member (`"30d"`, `"2s"`), in ms; undefined when absent. */
-function duration(body: Record<string, unknown>, name: string, zeroAllowed: boolean): number | undefined {
+/** A duration member (`"30d"`, `"2s"`), in ms, at most `maxMs`; undefined when absent. */
+function duration(
+  body: Record<string, unknown>,
+  name: string,
+  zeroAllowed: boolean,
+  maxMs: number,
+  tooLong: string,
+): number | undefined {
   const text = optionalText(body, name);
   if (text === undefined) return undefined;
   const ms = parseDuration(text);
   if (ms === null || (!zeroAllowed && ms <= 0) || !Number.isSafeInteger(Math.floor(ms)))
     refuse(`"${name}" must be a duration such as 250ms, 5s, 15m, 1h or 30d${zeroAllowed ? "" : ", above 0"}`);
+  if (ms > maxMs) refuse(`"${name}" must be at most ${formatDuration(maxMs)}: ${tooLong}`);
   return ms;
 }
 
@@ -131,7 +144,13 @@ export function keyEndpoints(deps: KeyEndpointDeps): {
     if (client === undefined || plan === undefined)
       refuse('give the key\'s "client" (its id in logs and limits) and "plan" (one of the config\'s plans)');
     const tenant = optionalText(body, "tenant");
-    const expiresInMs = duration(body, "expires_in", false);
+    const expiresInMs = duration(
+      body,
+      "expires_in",
+      false,
+      KEY_EXPIRES_IN_MAX_MS,
+      "leave it out for a key that lives until revoked",
+    );
     const limits = body.limits ?? undefined;
     const rt = deps.runtime();
     const spec = checkKeySpec(rt.config, { client, plan, tenant, limits });
@@ -145,7 +164,18 @@ export function keyEndpoints(deps: KeyEndpointDeps): {
         limits: limits === undefined ? undefined : (limits as Record<string, unknown>),
       }),
     );
-    await audited(deps.audit, request, "POST /admin/keys", `${issued.record.id} (client:${client})`);
+    await audited(
+      deps.audit,
+      request,
+      "POST /admin/keys",
+      keyTarget(issued.record.id, {
+        client,
+        plan,
+        tenant,
+        limits,
+        ...(expiresInMs === undefined ? {} : { expiresIn: formatDuration(expiresInMs) }),
+      }),
+    );
     sendJson(request.res, 201, issuedView(issued, yamlWins(rt, client)));
   }
 
@@ -174,8 +204,31 @@ export function keyEndpoints(deps: KeyEndpointDeps): {
     const id = request.params.id!;
     const body = await readJsonObject(request.req, "bad_key_request");
     onlyMembers(body, ROTATE_MEMBERS);
-    const graceMs = duration(body, "grace", true) ?? 0;
-    const rotated = KEY_ID.test(id) ? await fromStore(() => deps.keys().rotate(id, graceMs)) : undefined;
+    const graceMs =
+      duration(
+        body,
+        "grace",
+        true,
+        ROTATE_GRACE_MAX_MS,
+        "a grace is the time callers take to move to the successor; revoke the old key later by hand if they need longer",
+      ) ?? 0;
+    let replaced: KeyBeingReplacedError | undefined;
+    const rotated = KEY_ID.test(id)
+      ? await fromStore(() =>
+          deps
+            .keys()
+            .rotate(id, graceMs)
+            .catch((err: unknown) => {
+              if (!(err instanceof KeyBeingReplacedError)) throw err;
+              replaced = err;
+              return undefined;
+            }),
+        )
+      : undefined;
+    if (replaced) {
+      replyProblem(request.res, "key_being_replaced", replaced.message);
+      return;
+    }
     if (!rotated) {
       unknownId(request.res, id);
       return;
@@ -184,7 +237,7 @@ export function keyEndpoints(deps: KeyEndpointDeps): {
       deps.audit,
       request,
       "POST /admin/keys/rotate",
-      `${id} → ${rotated.issued.record.id} (client:${rotated.previous.client})`,
+      `${id} -> ${rotated.issued.record.id} (client:${rotated.previous.client}, grace ${graceMs === 0 ? "0s" : formatDuration(graceMs)})`,
     );
     sendJson(request.res, 201, {
       ...issuedView(rotated.issued, yamlWins(deps.runtime(), rotated.previous.client)),

@@ -7,6 +7,8 @@
 // applies within the propagation bound, whatever this one has heard so far.
 import type { Runtime } from "../../config/compile.js";
 import { suggest } from "../../config/problems.js";
+import { headerSafeName } from "../../config/schema.js";
+import { formatDuration } from "../../config/units.js";
 import type { AuditLog } from "../../runtime/audit.js";
 import {
   type OverrideRecord,
@@ -18,7 +20,7 @@ import {
 } from "../../runtime/override-rules.js";
 import type { OverrideTable } from "../../runtime/override-table.js";
 import type { Overrides } from "../../runtime/overrides.js";
-import { audited } from "../audited.js";
+import { audited, overrideTarget } from "../audited.js";
 import { parseCallerRef } from "../caller-limits.js";
 import { readJsonObject } from "../json-body.js";
 import { replyProblem, sendJson } from "../reply.js";
@@ -78,6 +80,17 @@ function applies(
 
 type Named = { kind: OverrideScope; id: string; label: string };
 
+/**
+ * The ids a caller may have, checked as POST /admin/keys and the YAML check a client id or a
+ * tenant: an override for an id no caller can have would be stored and never apply, and its
+ * text would reach Redis keys and the audit as sent. (The `jwt:` prefix a key's client may not
+ * take is allowed: JWT callers are clients an override may size.)
+ */
+const ID_SCHEMAS = {
+  client: headerSafeName("a client id", "Tollgate-Client"),
+  tenant: headerSafeName("a tenant", "Tollgate-Tenant"),
+} as const;
+
 /** The caller of the path, or undefined once answered 400. */
 function callerOf({ res, params }: AdminRequest): Named | undefined {
   const label = params.caller!;
@@ -96,6 +109,11 @@ function callerOf({ res, params }: AdminRequest): Named | undefined {
       "bad_caller",
       "an ip:<address> caller is anonymous: its limits are kept per address for anyone calling from there, so only the config sizes them; overrides name client:<id> or tenant:<id>",
     );
+    return undefined;
+  }
+  const checked = ID_SCHEMAS[ref.kind].safeParse(ref.id);
+  if (!checked.success) {
+    replyProblem(res, "bad_caller", `${ref.kind}:<id>: ${checked.error.issues[0]?.message ?? "not an id"}`);
     return undefined;
   }
   return { kind: ref.kind, id: ref.id, label: `${ref.kind}:${ref.id}` };
@@ -149,7 +167,19 @@ export function overrideEndpoints(deps: OverrideEndpointDeps): {
       return;
     }
     const replaced = await deps.fromStore(() => overrides.set(caller.label, name, read.record));
-    await audited(deps.audit, request, "PUT /admin/overrides", `${caller.label}/${name}`);
+    const { record } = read;
+    await audited(
+      deps.audit,
+      request,
+      "PUT /admin/overrides",
+      overrideTarget(
+        caller.label,
+        name,
+        record.sizes,
+        formatDuration(record.expiresAtMs - record.setAtMs),
+        record.reason,
+      ),
+    );
     sendJson(res, replaced ? 200 : 201, overrideView(rt, caller, name, read.record));
   }
 
@@ -182,11 +212,12 @@ export function overrideEndpoints(deps: OverrideEndpointDeps): {
     if (!caller) return;
     const name = request.params.name!;
     const removed = await deps.fromStore(() => deps.overrides().remove(caller.label, name));
-    await audited(deps.audit, request, "DELETE /admin/overrides", `${caller.label}/${name}`);
     if (!removed) {
+      // Nothing was removed, so nothing is audited: the log lists what changed.
       replyProblem(request.res, "no_override", noOverride(caller.label, name, []));
       return;
     }
+    await audited(deps.audit, request, "DELETE /admin/overrides", `${caller.label}/${name}`);
     sendJson(request.res, 200, { name, caller: caller.label, removed: true });
   }
 
