@@ -111,8 +111,13 @@ routes:
   - { name: default, match: { path: / }, upstream: api }
 `,
   );
-  const child = await start(name, process.execPath, [join(root, "dist/cli.js"), "--config", config], (l) =>
-    l.includes("tollgate listening"),
+  // BENCH_GATEWAY_NODE_ARGS: Node flags for the gateway alone (bench/profile.mjs: --cpu-prof).
+  const nodeArgs = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const child = await start(
+    name,
+    process.execPath,
+    [...nodeArgs, join(root, "dist/cli.js"), "--config", config],
+    (l) => l.includes("tollgate listening"),
   );
   return { child, url: `http://127.0.0.1:${port}` };
 }
