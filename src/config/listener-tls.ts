@@ -2,10 +2,11 @@
 // checked against each other when the config is loaded, so `--check`, start-up and every reload
 // refuse a pair that cannot serve, at the key that names it. A reload that is refused leaves the
 // running listener with the pair it has (gateway/tls.ts applies only a pair that passed here).
+
 import { createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { createSecureContext } from "node:tls";
+import { readText } from "./read-file.js";
 import type { Config } from "./schema.js";
 
 /** What the listener serves: plain data, so a load on another thread can send it back. */
@@ -112,17 +113,6 @@ export function loadListenerTls(config: Config, file: string, now = Date.now()):
 
 /** PKCS#8 (`ENCRYPTED PRIVATE KEY`) or traditional OpenSSL (`Proc-Type: 4,ENCRYPTED`) encryption. */
 const ENCRYPTED_PEM = /-----BEGIN ENCRYPTED PRIVATE KEY-----|Proc-Type: 4,ENCRYPTED/;
-
-function readText(path: string): { ok: true; text: string } | { ok: false; message: string } {
-  try {
-    return { ok: true, text: readFileSync(path, "utf8") };
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why =
-      code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : String(code ?? err);
-    return { ok: false, message: `cannot read ${path}: ${why}` };
-  }
-}
 
 /** The address of `listen`, written either way. */
 export function listenAddress(listen: Config["listen"]): string {

@@ -4,8 +4,8 @@
 // reach) come back beside the config, or beside the errors, and never stop a file being used.
 // When the schema fails, the checks still run on the parts that pass (salvage.ts), so one pass
 // reports every problem.
+
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { Worker } from "node:worker_threads";
@@ -17,6 +17,7 @@ import { type PathSegment, PositionedDocument } from "./document.js";
 import { substituteEnv } from "./env.js";
 import { type ListenerTls, loadListenerTls } from "./listener-tls.js";
 import { type ConfigProblem, suggest } from "./problems.js";
+import { readText, whyUnreadable } from "./read-file.js";
 import { salvage } from "./salvage.js";
 import { type Config, configSchema } from "./schema.js";
 import { loadUpstreamTls, type UpstreamTls } from "./upstream-tls.js";
@@ -50,11 +51,11 @@ export async function loadConfigFile(
   try {
     source = await readFile(file, "utf8");
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : String(err);
     return {
       ok: false,
-      problems: [{ file, line: 1, column: 1, path: "", message: `cannot read the config: ${why}` }],
+      problems: [
+        { file, line: 1, column: 1, path: "", message: `cannot read the config: ${whyUnreadable(err)}` },
+      ],
       warnings: [],
     };
   }
@@ -172,17 +173,9 @@ function loadJwtVerifier(
     }
   }
   const keyFile = resolve(dirname(file), (jwt.public_key_file ?? jwt.jwks_file)!);
-  let keyText: string;
-  try {
-    keyText = readFileSync(keyFile, "utf8");
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return {
-      ok: false,
-      path,
-      message: `cannot read ${keyFile}: ${code === "ENOENT" ? "no such file" : String(code ?? err)}`,
-    };
-  }
+  const read = readText(keyFile);
+  if (!read.ok) return { ok: false, path, message: read.message };
+  const keyText = read.text;
   try {
     return { ok: true, verifier: jwtVerifierFor(config, keyText), keyText, keyFile };
   } catch (err) {

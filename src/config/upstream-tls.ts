@@ -2,10 +2,11 @@
 // `servername`, `insecure`): the files are read relative to the config file and checked when the
 // config is loaded, so `--check`, start-up and every reload refuse a file that cannot be used,
 // at the key that names it, instead of every request to the upstream failing later.
+
 import { createHash, createPrivateKey, X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { createSecureContext } from "node:tls";
+import { readText } from "./read-file.js";
 import type { Config } from "./schema.js";
 
 /**
@@ -127,15 +128,4 @@ export function tlsConnectOptions(tls: UpstreamTls | undefined): {
   if (!tls) return {};
   const { hash: _, ...options } = tls;
   return options;
-}
-
-function readText(path: string): { ok: true; text: string } | { ok: false; message: string } {
-  try {
-    return { ok: true, text: readFileSync(path, "utf8") };
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why =
-      code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : String(code ?? err);
-    return { ok: false, message: `cannot read ${path}: ${why}` };
-  }
 }
