@@ -39,8 +39,10 @@
 // Nothing here rejects unobserved: the reconcile reports its failures, the subscriber's errors
 // are reported, and its SUBSCRIBE after every reconnect is ours (ioredis' autoResubscribe sends
 // one nobody handles: a hung or killed Redis made it an unhandled "Command timed out").
+
 import { randomUUID } from "node:crypto";
 import { Cluster, type Redis } from "ioredis";
+import { storedObject } from "./stored-json.js";
 
 export type Change = { kind: "key"; hash: string } | { kind: "override"; caller: string };
 
@@ -107,14 +109,8 @@ export function encodeChange(change: Change): string {
 
 /** A change from its text; undefined for a kind this version does not know, or garbage. */
 export function decodeChange(text: string): Change | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (typeof v !== "object" || v === null) return undefined;
-  const o = v as Record<string, unknown>;
+  const o = storedObject(text);
+  if (!o) return undefined;
   if (o.k === "key" && typeof o.h === "string") return { kind: "key", hash: o.h };
   if (o.k === "override" && typeof o.c === "string") return { kind: "override", caller: o.c };
   return undefined;

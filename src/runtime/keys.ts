@@ -15,10 +15,12 @@
 //
 // `memory://` keeps keys in this process only: they vanish with it, and another process (a
 // second gateway, a worker) never sees them. Bounded by MEMORY_KEYS_MAX.
+
 import { createHash, randomBytes } from "node:crypto";
 import type { Cluster, Redis } from "ioredis";
 import { Boundary } from "../limits/stores/redis/boundary.js";
 import type { ChangeFeed, RedisChangeFeed, WriteCommand } from "./changes.js";
+import { storedObject } from "./stored-json.js";
 
 /** A key's `limits`, as the operator wrote them (clients[].limits' shape); validated at create. */
 export type KeyLimitsInput = Record<string, unknown>;
@@ -173,13 +175,9 @@ export function parseFields(hash: string, f: Readonly<Record<string, string>>): 
     return undefined;
   let limits: KeyLimitsInput | undefined;
   if (f.limits !== undefined) {
-    try {
-      const parsed: unknown = JSON.parse(f.limits);
-      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return undefined;
-      limits = parsed as KeyLimitsInput;
-    } catch {
-      return undefined;
-    }
+    const parsed = storedObject(f.limits);
+    if (!parsed) return undefined;
+    limits = parsed as KeyLimitsInput;
   }
   const successorId = f.successor;
   return {

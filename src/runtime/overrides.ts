@@ -17,6 +17,7 @@
 // needs no message: the table checks the clock at use.
 //
 // `memory://` keeps overrides in this process only, its feed delivering to this process.
+
 import { readFileSync } from "node:fs";
 import type { Cluster, Redis } from "ioredis";
 import { ALGORITHM_NAMES, type AlgorithmName } from "../limits/algorithms/index.js";
@@ -25,6 +26,7 @@ import { LUA_DIR } from "../limits/stores/redis/scripts.js";
 import { type ChangeFeed, RECONCILE_INTERVAL_MS, type RedisChangeFeed } from "./changes.js";
 import type { OverrideRecord } from "./override-rules.js";
 import { OVERRIDES_MAX, OverrideTable } from "./override-table.js";
+import { storedObject } from "./stored-json.js";
 
 /** The caller's overrides: limit name → record. */
 export type CallerRecords = Map<string, OverrideRecord>;
@@ -68,14 +70,8 @@ export function encodeRecord(record: OverrideRecord): string {
 
 /** A stored record, or undefined for text this version cannot read (never trusted blindly). */
 export function decodeRecord(text: string): OverrideRecord | undefined {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (typeof v !== "object" || v === null) return undefined;
-  const o = v as Record<string, unknown>;
+  const o = storedObject(text);
+  if (!o) return undefined;
   const { algorithm, sizes, reason, expires_at, set_at } = o;
   if (
     typeof algorithm !== "string" ||

@@ -62,6 +62,36 @@ const remaining = async (key: string, path = "/header") => {
   return r.headers["ratelimit"] as string;
 };
 
+/**
+ * POSTs /chat as alice and reads the streamed answer as it comes; `leaveWhen` sees the text so
+ * far after each chunk, and true makes the client hang up there. Resolves with the text read.
+ */
+function streamChat(leaveWhen: (text: string) => boolean): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const { port } = new URL(gw.url);
+    const req = request({
+      port,
+      host: "127.0.0.1",
+      path: "/chat",
+      method: "POST",
+      headers: { "x-api-key": "ka" },
+    });
+    let text = "";
+    req.on("response", (res) => {
+      res.on("data", (c: Buffer) => {
+        text += c.toString();
+        if (leaveWhen(text)) {
+          req.destroy();
+          resolve(text);
+        }
+      });
+      res.on("end", () => resolve(text));
+    });
+    req.on("error", (err) => (req.destroyed ? resolve(text) : reject(err)));
+    req.end();
+  });
+}
+
 /** RateLimit (ietf) remaining of one limit name: `"acme…";r=N`. */
 function remainingOf(header: string | undefined, name: string): number {
   const m = new RegExp(`"${name.replace(".", "\\.")}";r=(\\d+)`).exec(header ?? "");
@@ -102,26 +132,10 @@ describe("charge: usage from an event stream", () => {
         res.end("data: [DONE]\n\n");
       });
     };
-    const body = await new Promise<string>((resolve, reject) => {
-      const { port } = new URL(gw.url);
-      const req = request({
-        port,
-        host: "127.0.0.1",
-        path: "/chat",
-        method: "POST",
-        headers: { "x-api-key": "ka" },
-      });
-      req.on("response", (res) => {
-        let text = "";
-        res.on("data", (c: Buffer) => {
-          text += c.toString();
-          // The first event arrived while the upstream still holds the rest.
-          if (text.includes('"a"')) release();
-        });
-        res.on("end", () => resolve(text));
-      });
-      req.on("error", reject);
-      req.end();
+    const body = await streamChat((text) => {
+      // The first event arrived while the upstream still holds the rest.
+      if (text.includes('"a"')) release();
+      return false;
     });
     expect(body).toContain("[DONE]");
     expect(remainingOf(await remaining("kb"), "p.tenant")).toBe(1000 - 250 - 1);
@@ -146,30 +160,7 @@ describe("charge: usage from an event stream", () => {
       res.write(`data: ${JSON.stringify({ type: "message_delta", usage: { output_tokens: 80 } })}\n\n`);
       // Never ends: the client leaves.
     };
-    await new Promise<void>((resolve, reject) => {
-      const { port } = new URL(gw.url);
-      const req = request({
-        port,
-        host: "127.0.0.1",
-        path: "/chat",
-        method: "POST",
-        headers: { "x-api-key": "ka" },
-      });
-      req.on("response", (res) => {
-        let text = "";
-        res.on("data", (c: Buffer) => {
-          text += c.toString();
-          if (text.includes("output_tokens")) {
-            req.destroy();
-            resolve();
-          }
-        });
-      });
-      req.on("error", () => {});
-      req.on("close", () => resolve());
-      req.end();
-      setTimeout(() => reject(new Error("no events")), 2000);
-    });
+    await streamChat((text) => text.includes("output_tokens"));
     await expect.poll(async () => remainingOf(await remaining("kb"), "p.tenant")).toBe(1000 - 200 - 1);
   });
 });
@@ -334,24 +325,7 @@ describe("a body the gateway must be able to read", () => {
       res.write(`data: ${JSON.stringify({ choices: [{ delta: { content: "a" } }] })}\n\n`);
       // Never ends, never reports.
     };
-    await new Promise<void>((resolve) => {
-      const { port } = new URL(gw.url);
-      const req = request({
-        port,
-        host: "127.0.0.1",
-        path: "/chat",
-        method: "POST",
-        headers: { "x-api-key": "ka" },
-      });
-      req.on("response", (res) => {
-        res.once("data", () => {
-          req.destroy();
-          resolve();
-        });
-      });
-      req.on("error", () => {});
-      req.end();
-    });
+    await streamChat(() => true);
     await expect.poll(async () => remainingOf(await remaining("kb"), "p.tenant")).toBe(1000 - 300 - 1);
   });
 });
