@@ -27,7 +27,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import ts from "typescript";
-import { freePort, hasWrk, killAll, median, root, start, startRedis } from "./support.mjs";
+import { cpuSeconds, freePort, hasWrk, killAll, median, root, start, startRedis } from "./support.mjs";
 
 const STREAMS = Number(process.env.BENCH_AI_STREAMS ?? 50);
 const EVENTS = Number(process.env.BENCH_AI_EVENTS ?? 20);
@@ -101,12 +101,6 @@ routes:
     url: `http://127.0.0.1:${port}`,
     metrics: `http://127.0.0.1:${adminPort}/metrics`,
   };
-}
-
-/** CPU seconds (user + system, every thread) a process has used so far. */
-function cpuSeconds(pid) {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100; // clock ticks: USER_HZ is 100 on Linux
 }
 
 const percentile = (xs, p) => {

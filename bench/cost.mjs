@@ -1,13 +1,5 @@
-// `npm run bench:cost`: what a request costs the gateway process, against the bare undici
-// passthrough, in CPU time (user + system from /proc, all threads) and in req/s. Runs pairs of
-// wrk loads back to back (tollgate, then the passthrough) and reports the median of the
-// per-pair ratios, so that the machine's drift cancels out. Linux and wrk only.
-//
-//   BENCH_COST_LIMITS  redis (default) | memory | none   what tollgate checks per request
-//   BENCH_COST_LOAD    allowed (default) | flood         flood: one caller far past its limit
-//   BENCH_COST_PAIRS (9)  BENCH_COST_SECONDS (2)  BENCH_CONNECTIONS (64)
-import { readFileSync } from "node:fs";
 import {
+  cpuSeconds,
   hasWrk,
   killAll,
   median,
@@ -31,12 +23,6 @@ if (!hasWrk) {
 if (!["redis", "memory", "none"].includes(LIMITS) || (FLOOD && LIMITS === "none")) {
   console.error("BENCH_COST_LIMITS is redis, memory or none (a flood needs a limit)");
   process.exit(2);
-}
-
-/** CPU seconds (user + system, every thread) a process has used so far. */
-function cpuSeconds(pid) {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100; // clock ticks: USER_HZ is 100 on Linux
 }
 
 /** req/s and CPU µs per request of `pid` while wrk drives `url`. */

@@ -1,6 +1,11 @@
 -- wrk script: every request carries one of 1000 API keys, round-robin per thread; with
 -- BENCH_FLOOD=1 every request is one caller far past its limit (a flood of 429s).
+-- BENCH_DELAY_MS > 0 paces the load: each connection waits that long between its requests.
 local flood = os.getenv("BENCH_FLOOD") == "1"
+local pause = tonumber(os.getenv("BENCH_DELAY_MS") or "0") or 0
+if pause > 0 then
+  delay = function() return pause end
+end
 local i = 0
 request = function()
   if flood then

@@ -18,16 +18,18 @@
 //
 //   BENCH_ROUNDS (9)  BENCH_SECONDS (3)  BENCH_CONNECTIONS (64)  BENCH_BATCH (20)
 //   BENCH_BUDGET_RATE (1000)
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import {
+  cpuSeconds,
   freePort,
   hasWrk,
   KEYS,
   killAll,
   median,
+  redisCounters,
   root,
   start,
   startRedis,
@@ -88,23 +90,6 @@ routes:
     url: `http://127.0.0.1:${port}`,
     metrics: `http://127.0.0.1:${adminPort}/metrics`,
   };
-}
-
-/** CPU seconds (user + system, every thread) a process has used so far. */
-function cpuSeconds(pid) {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100; // clock ticks: USER_HZ is 100 on Linux
-}
-
-/** Redis's CPU seconds so far (every thread) and the scripts clients sent it (EVALSHA, EVAL). */
-async function redisCounters(redis) {
-  const cpu = await redis.info("cpu");
-  const seconds =
-    Number(/used_cpu_sys:([\d.]+)/.exec(cpu)[1]) + Number(/used_cpu_user:([\d.]+)/.exec(cpu)[1]);
-  let scripts = 0;
-  for (const m of (await redis.info("commandstats")).matchAll(/cmdstat_(evalsha|eval):calls=(\d+)/g))
-    scripts += Number(m[2]);
-  return { seconds, scripts };
 }
 
 /** The gateway's counters that say how its requests were decided. */

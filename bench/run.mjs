@@ -1,23 +1,34 @@
-// `npm run bench`: tollgate on Redis against a bare undici passthrough and http-proxy +
-// rate-limiter-flexible, all in front of the same upstream and the same Redis, driven with
-// 1000 API keys in interleaved rounds on this machine. Prints req/s, p50, p99, the ratios and
-// Redis commands per request. Figures are only comparable within one run.
+// `npm run bench`: what a request costs, side by side in one run. tollgate on Redis against a bare
+// undici passthrough, the seed's design (http-proxy + one token-bucket EVALSHA per request) and
+// http-proxy + rate-limiter-flexible, all in front of the same upstream and the same Redis, driven
+// by wrk with 1000 API keys in interleaved rounds. tollgate checks two token buckets per request
+// (the caller's global limit and its route limit) and sends both header styles; the peers check
+// one limit and set one header.
 //
-// The machines this runs on drift: the same target can serve twice as fast a minute later. A
-// ratio is therefore taken within each round, between targets measured back to back (the
-// order puts each compared pair side by side), and the median and range of those per-round
-// ratios are reported: many short rounds rather than a few long ones.
+// Per target, medians of the rounds: req/s, p50, p99, the proxy's CPU per request (user + system
+// from /proc, every thread, worker processes included), Redis's CPU per request (INFO cpu) and
+// the scripts it was sent per request (INFO commandstats). Then a paced load (each connection
+// waits between requests: about 2,000 req/s) on tollgate and the passthrough, for the latency
+// tollgate adds. Then the targets of the cost-per-request work, each with its figure.
 //
-//   BENCH_SECONDS (default 4)  BENCH_ROUNDS (9)  BENCH_CONNECTIONS (64)
+// The machine drifts: the same target can serve twice as fast a minute later. A ratio is taken
+// within each round, between targets measured back to back (the order puts compared pairs side
+// by side), and the median and range of the per-round ratios are reported. Figures are only
+// comparable within one run. Linux and wrk only; loopback only; every load stops by itself.
+//
+//   BENCH_SECONDS (4)  BENCH_ROUNDS (5)  BENCH_CONNECTIONS (64)
+//   BENCH_PACED_CONNECTIONS (32)  BENCH_PACED_DELAY_MS (16)
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import {
+  cpuSeconds,
   freePort,
   hasWrk,
   KEYS,
   killAll,
   median,
+  redisCounters,
   root,
   start,
   startBenchGateway,
@@ -28,61 +39,60 @@ import {
 } from "./support.mjs";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const PACED_CONNECTIONS = Number(process.env.BENCH_PACED_CONNECTIONS ?? 32);
+const PACED_DELAY_MS = Number(process.env.BENCH_PACED_DELAY_MS ?? 16);
 
-/**
- * Redis 7.0 counts the commands a script runs (GET, SET, TIME) like any other, so two figures:
- * `sent`, the commands clients sent (EVALSHA/EVAL: every target here only sends scripts), and
- * `all`, every command Redis executed, script internals included.
- */
-async function redisCommandCalls(redis) {
-  const info = await redis.info("commandstats");
-  const calls = { sent: 0, all: 0 };
-  for (const m of info.matchAll(/cmdstat_([\w|]+):calls=(\d+)/g)) {
-    if (m[1] === "info") continue;
-    calls.all += Number(m[2]);
-    if (m[1] === "evalsha" || m[1] === "eval") calls.sent += Number(m[2]);
-  }
+if (!hasWrk) {
+  console.error("npm run bench needs wrk on PATH (apt-get install wrk)");
+  process.exit(2);
+}
+
+/** Every command Redis executed so far, script internals included (Redis 7 counts both). */
+async function redisCommandsExecuted(redis) {
+  let calls = 0;
+  for (const m of (await redis.info("commandstats")).matchAll(/cmdstat_([\w|]+):calls=(\d+)/g))
+    if (m[1] !== "info") calls += Number(m[2]);
   return calls;
 }
 
-/** Drives `url` for `seconds`; `flood` sends every request as one caller past its limit. */
-async function load(url, seconds, flood = false) {
-  if (hasWrk) {
-    const j = wrk(url, seconds, CONNECTIONS, flood);
-    return {
-      rps: j.requests / j.seconds,
-      p50: j.p50_ms,
-      p99: j.p99_ms,
-      requests: j.requests,
-      errors: j.errors + j.non2xx,
-    };
-  }
-  const { default: autocannon } = await import("autocannon");
-  let i = 0;
-  const result = await autocannon({
-    url,
-    connections: CONNECTIONS,
-    duration: seconds,
-    requests: [
-      {
-        path: "/v1/bench",
-        setupRequest: (req) => ({
-          ...req,
-          headers: { "x-api-key": flood ? "flood-key" : `bench-key-${i++ % KEYS}` },
-        }),
-      },
-    ],
-  });
+/** One wrk run against a target, with the proxy's and Redis's CPU and the commands it cost. */
+async function measure(target, redis, { connections = CONNECTIONS, delayMs = 0 } = {}) {
+  const r0 = await redisCounters(redis);
+  const c0 = await redisCommandsExecuted(redis);
+  const cpu0 = cpuSeconds(target.pid);
+  const j = wrk(target.url, SECONDS, connections, target.flood, delayMs);
+  const cpu1 = cpuSeconds(target.pid);
+  const r1 = await redisCounters(redis);
+  const c1 = await redisCommandsExecuted(redis);
+  const n = j.requests;
   return {
-    rps: result.requests.average,
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    requests: result.requests.total,
-    errors: result.errors + result.non2xx,
+    rps: n / j.seconds,
+    p50: j.p50_ms,
+    p99: j.p99_ms,
+    requests: n,
+    errors: j.errors,
+    non2xx: j.non2xx,
+    proxyUs: ((cpu1 - cpu0) * 1e6) / n,
+    redisUs: ((r1.seconds - r0.seconds) * 1e6) / n,
+    scripts: (r1.scripts - r0.scripts) / n,
+    commands: (c1 - c0) / n,
   };
 }
+
+async function startPeer(name, script, upstream, redisUrl) {
+  const port = await freePort();
+  const child = await start(
+    name,
+    process.execPath,
+    [join(root, script), String(port), upstream, redisUrl],
+    (l) => l.includes("listening"),
+  );
+  return { pid: child.pid, url: `http://127.0.0.1:${port}` };
+}
+
+const fixed = (v, digits) => (Number.isFinite(v) ? v.toFixed(digits) : "–");
 
 async function main() {
   const redisUrl = await startRedis();
@@ -97,110 +107,141 @@ async function main() {
     workers: 2,
   });
   const passthrough = await startPassthrough(upstream);
-  const peerPort = await freePort();
-  await start(
-    "http-proxy",
-    process.execPath,
-    [join(root, "bench/http-proxy-peer.mjs"), String(peerPort), upstream, redisUrl],
-    (l) => l.includes("listening"),
-  );
+  const seed = await startPeer("seed", "bench/seed-peer.mjs", upstream, redisUrl);
+  const rlf = await startPeer("http-proxy", "bench/http-proxy-peer.mjs", upstream, redisUrl);
 
-  // The flood (one caller far past its limit, against the single-process gateway) is a target
-  // of its own. Compared pairs are neighbours in this order (forward and reversed alike):
-  // peer–tollgate, tollgate–passthrough, passthrough–flood.
-  const targets = [
-    { name: "http-proxy + rate-limiter-flexible", url: `http://127.0.0.1:${peerPort}` },
-    { name: "tollgate (Redis)", url: single.url },
-    { name: "undici passthrough", url: passthrough.url },
-    { name: "flood: tollgate, one caller denied", url: single.url, flood: true },
-    { name: "tollgate (Redis, workers: 2)", url: workers.url },
-  ];
+  // Compared pairs are neighbours in this order, forward and reversed alike: rate-limiter-flexible
+  // and seed beside tollgate, tollgate beside the passthrough, the passthrough beside the flood.
+  const T = {
+    rlf: { name: "http-proxy + rate-limiter-flexible", pid: rlf.pid, url: rlf.url },
+    seed: { name: "seed design: http-proxy + EVALSHA/request", pid: seed.pid, url: seed.url },
+    tollgate: { name: "tollgate on Redis", pid: single.child.pid, url: single.url },
+    bare: { name: "undici passthrough", pid: passthrough.child.pid, url: passthrough.url },
+    flood: {
+      name: "flood: tollgate, one caller denied",
+      pid: single.child.pid,
+      url: single.url,
+      flood: true,
+    },
+    workers: { name: "tollgate on Redis, workers: 2", pid: workers.child.pid, url: workers.url },
+  };
+  const order = [T.rlf, T.seed, T.tollgate, T.bare, T.flood, T.workers];
   console.log(
-    `load: ${hasWrk ? "wrk -t1" : "autocannon"}, ${CONNECTIONS} connections, ${KEYS} API keys, ${ROUNDS} rounds x ${SECONDS}s, interleaved`,
+    `load: wrk -t1 -c${CONNECTIONS}, ${KEYS} API keys, ${ROUNDS} rounds of ${SECONDS} s, interleaved; paced: -c${PACED_CONNECTIONS}, ${PACED_DELAY_MS} ms between requests`,
   );
-  for (const t of targets) await load(t.url, 2, t.flood); // warm-up: JIT, pools, Redis scripts
+  for (const t of order) wrk(t.url, 2, CONNECTIONS, t.flood); // warm-up: JIT, pools, Redis scripts
 
-  const results = new Map(targets.map((t) => [t.name, []]));
-  const commands = new Map(targets.map((t) => [t.name, { sent: 0, all: 0, requests: 0 }]));
+  const results = new Map(order.map((t) => [t, []]));
   for (let round = 1; round <= ROUNDS; round++) {
-    for (const t of round % 2 ? targets : [...targets].reverse()) {
-      const before = await redisCommandCalls(redis);
-      const r = await load(t.url, SECONDS, t.flood);
-      const after = await redisCommandCalls(redis);
-      results.get(t.name).push(r);
-      const c = commands.get(t.name);
-      c.sent += after.sent - before.sent;
-      c.all += after.all - before.all;
-      c.requests += r.requests;
+    for (const t of round % 2 ? order : [...order].reverse()) {
+      const r = await measure(t, redis);
+      results.get(t).push(r);
       console.log(
-        `  round ${round} ${t.name.padEnd(36)} ${r.rps.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  errors ${r.errors}`,
+        `  round ${round} ${t.name.padEnd(42)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  proxy ${r.proxyUs.toFixed(1)} µs/req  Redis ${r.redisUs.toFixed(1)} µs/req  scripts ${r.scripts.toFixed(3)}/req`,
       );
     }
   }
 
-  const summary = targets.map((t) => {
-    const rs = results.get(t.name);
-    const c = commands.get(t.name);
-    return {
-      target: t.name,
-      rps: median(rs.map((r) => r.rps)),
-      p50_ms: median(rs.map((r) => r.p50)),
-      p99_ms: median(rs.map((r) => r.p99)),
-      errors: rs.reduce((n, r) => n + r.errors, 0),
-      redis_commands_sent_per_request: c.sent / c.requests,
-      redis_commands_executed_per_request: c.all / c.requests,
-    };
-  });
-  const [peer, tollgate, bare, flood, workers2] = summary;
-  console.log("\nmedian of rounds:");
-  for (const s of summary) {
+  // Paced: the latency tollgate adds where neither it nor Redis is saturated.
+  const paced = { tollgate: [], bare: [] };
+  for (const t of [T.tollgate, T.bare]) wrk(t.url, 1, PACED_CONNECTIONS, false, PACED_DELAY_MS);
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const key of round % 2 ? ["tollgate", "bare"] : ["bare", "tollgate"]) {
+      const r = await measure(T[key], redis, { connections: PACED_CONNECTIONS, delayMs: PACED_DELAY_MS });
+      paced[key].push(r);
+      console.log(
+        `  paced ${round} ${T[key].name.padEnd(42)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms`,
+      );
+    }
+  }
+
+  const summary = new Map(
+    order.map((t) => {
+      const rs = results.get(t);
+      const m = (f) => median(rs.map(f));
+      return [
+        t,
+        {
+          target: t.name,
+          rps: m((r) => r.rps),
+          p50_ms: m((r) => r.p50),
+          p99_ms: m((r) => r.p99),
+          proxy_cpu_us_per_request: m((r) => r.proxyUs),
+          redis_cpu_us_per_request: t === T.bare ? Number.NaN : m((r) => r.redisUs),
+          scripts_per_request: m((r) => r.scripts),
+          redis_commands_per_request: m((r) => r.commands),
+          errors: rs.reduce((n, r) => n + r.errors, 0),
+          non2xx: rs.reduce((n, r) => n + r.non2xx, 0),
+        },
+      ];
+    }),
+  );
+
+  console.log(
+    "\n| target | req/s | p50 ms | p99 ms | proxy CPU µs/req | Redis CPU µs/req | script calls/req | non-2xx |",
+  );
+  console.log("|---|---|---|---|---|---|---|---|");
+  for (const s of summary.values()) {
     console.log(
-      `  ${s.target.padEnd(36)} ${s.rps.toFixed(0).padStart(7)} req/s  p50 ${s.p50_ms.toFixed(2)} ms  p99 ${s.p99_ms.toFixed(2)} ms  Redis cmds sent/req ${s.redis_commands_sent_per_request.toFixed(4)} (executed ${s.redis_commands_executed_per_request.toFixed(2)})  non-2xx ${s.errors}`,
+      `| ${s.target} | ${s.rps.toFixed(0)} | ${s.p50_ms.toFixed(2)} | ${s.p99_ms.toFixed(2)} | ${s.proxy_cpu_us_per_request.toFixed(1)} | ${fixed(s.redis_cpu_us_per_request, 1)} | ${s.scripts_per_request.toFixed(3)} | ${s.non2xx} |`,
     );
   }
-  /** Per round, a's req/s over b's: the median and range over the rounds. */
-  const perRound = (a, b) => {
-    const ra = results.get(a.target);
-    const rb = results.get(b.target);
-    const values = ra.map((r, i) => r.rps / rb[i].rps);
-    return { median: median(values), min: Math.min(...values), max: Math.max(...values), rounds: values };
+  const pacedAdded = (field) => median(paced.tollgate.map((r, i) => r[field] - paced.bare[i][field]));
+  const pacedSummary = {
+    tollgate_rps: median(paced.tollgate.map((r) => r.rps)),
+    tollgate_p50_ms: median(paced.tollgate.map((r) => r.p50)),
+    tollgate_p99_ms: median(paced.tollgate.map((r) => r.p99)),
+    passthrough_p50_ms: median(paced.bare.map((r) => r.p50)),
+    passthrough_p99_ms: median(paced.bare.map((r) => r.p99)),
+    added_p50_ms: pacedAdded("p50"),
+    added_p99_ms: pacedAdded("p99"),
   };
-  const ratios = {
-    tollgate_vs_undici_passthrough: perRound(tollgate, bare),
-    tollgate_vs_http_proxy_rlf: perRound(tollgate, peer),
-    workers2_vs_workers1: perRound(workers2, tollgate),
-    flood_denials_vs_undici_passthrough: perRound(flood, bare),
+  console.log(
+    `| paced, tollgate (added over the passthrough) | ${pacedSummary.tollgate_rps.toFixed(0)} | ${pacedSummary.tollgate_p50_ms.toFixed(2)} (+${pacedSummary.added_p50_ms.toFixed(2)}) | ${pacedSummary.tollgate_p99_ms.toFixed(2)} (+${pacedSummary.added_p99_ms.toFixed(2)}) | | | | |`,
+  );
+
+  /** Per round, f(a) / f(b): the median and range over the rounds. */
+  const perRound = (a, b, f) => {
+    const ra = results.get(a);
+    const rb = results.get(b);
+    const values = ra.map((r, i) => f(r) / f(rb[i]));
+    return { median: median(values), min: Math.min(...values), max: Math.max(...values) };
   };
-  // Every flood request is a 429 (non-2xx): commands per denied request.
-  const floodCommandsPerDenial = flood.redis_commands_sent_per_request;
-  const show = (label, r, target) =>
+  const rps = (r) => r.rps;
+  const flood = summary.get(T.flood);
+  const checks = [
+    ["Redis CPU/req, tollgate / seed design", perRound(T.tollgate, T.seed, (r) => r.redisUs), "<=", 0.3],
+    ["gateway CPU/req, tollgate / passthrough", perRound(T.tollgate, T.bare, (r) => r.proxyUs), "<=", 1.15],
+    ["req/s, tollgate / rate-limiter-flexible", perRound(T.tollgate, T.rlf, rps), ">=", 1.5],
+    ["req/s, tollgate / seed design", perRound(T.tollgate, T.seed, rps), ">=", 1.3],
+    ["paced latency added at p50 (ms)", { median: pacedSummary.added_p50_ms }, "<=", 0.5],
+    ["paced latency added at p99 (ms)", { median: pacedSummary.added_p99_ms }, "<=", 2],
+    ["flood: Redis commands per denial", { median: flood.redis_commands_per_request }, "<=", 0.01],
+    ["flood: denials/s / passthrough req/s", perRound(T.flood, T.bare, rps), ">=", 1],
+    ["req/s, workers: 2 / workers: 1", perRound(T.workers, T.tollgate, rps), "", undefined],
+  ];
+  console.log("\ntargets (per-round ratios: median, range):");
+  const targets = {};
+  for (const [label, r, op, bound] of checks) {
+    const held = op === "<=" ? r.median <= bound : op === ">=" ? r.median >= bound : undefined;
+    const range = r.min === undefined ? "" : `  (rounds ${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
+    const verdict = held === undefined ? "as measured" : `${held ? "holds" : "MISSED"}: ${op} ${bound}`;
     console.log(
-      `${label.padEnd(46)} ${r.median.toFixed(2)}x  (rounds ${r.min.toFixed(2)}–${r.max.toFixed(2)}; ${target})`,
+      `  ${label.padEnd(42)} ${r.median.toFixed(r.median < 0.1 ? 4 : 2).padStart(7)}${range}  ${verdict}`,
     );
-  console.log("\nratios per round, median (range):");
-  show("tollgate / undici passthrough:", ratios.tollgate_vs_undici_passthrough, "target >= 0.9");
-  show("tollgate / http-proxy + rate-limiter-flexible:", ratios.tollgate_vs_http_proxy_rlf, "target >= 2");
-  show("tollgate workers: 2 / workers: 1:", ratios.workers2_vs_workers1, "as measured");
-  show(
-    "flood denials / undici passthrough requests:",
-    ratios.flood_denials_vs_undici_passthrough,
-    "target >= 1",
-  );
-  console.log(
-    `${"tollgate Redis commands sent per request:".padEnd(46)} ${tollgate.redis_commands_sent_per_request.toFixed(3)}  (target <= 1)`,
-  );
-  console.log(
-    `${"flood Redis commands per denied request:".padEnd(46)} ${floodCommandsPerDenial.toFixed(4)}  (target <= 0.01)`,
-  );
+    targets[label] = { ...r, bound, op, held };
+  }
   mkdirSync(join(root, "bench/results"), { recursive: true });
   writeFileSync(
     join(root, "bench/results/latest.json"),
     JSON.stringify(
       {
         date: new Date().toISOString(),
-        summary,
-        ratios,
-        flood_redis_commands_per_denial: floodCommandsPerDenial,
+        settings: { SECONDS, ROUNDS, CONNECTIONS, PACED_CONNECTIONS, PACED_DELAY_MS, KEYS },
+        summary: [...summary.values()],
+        rounds: Object.fromEntries(order.map((t) => [t.name, results.get(t)])),
+        paced: { ...pacedSummary, rounds: paced },
+        targets,
       },
       null,
       2,

@@ -1,7 +1,7 @@
 // What the bench scripts share: free ports, child processes started and killed together, a
 // private redis-server, the upstream, the gateway's bench config, the passthrough, and wrk.
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -77,8 +77,9 @@ export async function startPassthrough(upstream) {
 }
 
 /**
- * A gateway (dist/cli.js) with the bench's callers: KEYS API keys on a plan that never denies
- * (or no limit at all with `limited: false`), and `flood-key`, far past its limit after 10.
+ * A gateway (dist/cli.js) with the bench's callers: KEYS API keys on a plan that never denies,
+ * with two token buckets per caller (its global limit and one on the route; or no limit at all
+ * with `limited: false`), both header styles, and `flood-key`, far past its limit after 10.
  */
 export async function startBenchGateway({
   name = "tollgate",
@@ -99,13 +100,14 @@ export async function startBenchGateway({
 admin: { listen: 127.0.0.1:0 }
 workers: ${workers}
 log: { level: info, requests: false }
+headers: [draft, ietf]
 store: { url: ${storeUrl}, timeout: 100ms, on_failure: open }
 upstreams: { api: ${upstream} }
 clients:
 ${clients.join("\n")}
   - { id: flood, key: flood-key, plan: flood }
 plans:
-  bench: ${limited ? "{ global: { rate: 1000000/s, burst: 1000000 } }" : "{}"}
+  bench: ${limited ? "{ global: { rate: 1000000/s, burst: 1000000 }, routes: { default: { rate: 1000000/s, burst: 1000000 } } }" : "{}"}
   flood: { global: { rate: 1/h, burst: 10 } }
 routes:
   - { name: default, match: { path: / }, upstream: api }
@@ -126,17 +128,48 @@ export const hasWrk = spawnSync("wrk", ["--version"]).error === undefined;
 
 /**
  * One wrk run against `url` with bench/keys.lua (the KEYS API keys round-robin, or with `flood`
- * every request as flood-key): its summary line, parsed.
+ * every request as flood-key; with `delayMs`, each connection waits that long between its
+ * requests: a paced load): its summary line, parsed.
  */
-export function wrk(url, seconds, connections, flood = false) {
+export function wrk(url, seconds, connections, flood = false, delayMs = 0) {
   const r = spawnSync(
     "wrk",
     ["-t1", `-c${connections}`, `-d${seconds}s`, "-s", join(root, "bench/keys.lua"), url],
-    { encoding: "utf8", env: { ...process.env, BENCH_FLOOD: flood ? "1" : "0" } },
+    {
+      encoding: "utf8",
+      env: { ...process.env, BENCH_FLOOD: flood ? "1" : "0", BENCH_DELAY_MS: String(delayMs) },
+    },
   );
   const line = r.stdout.split("\n").find((l) => l.startsWith("BENCH "));
   if (!line) throw new Error(`wrk failed: ${r.stderr}${r.stdout}`);
   return JSON.parse(line.slice(6));
+}
+
+/** CPU seconds (user + system, every thread) `pid` and its child processes have used so far. */
+export function cpuSeconds(pid) {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  let seconds = (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    let children = "";
+    try {
+      children = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8");
+    } catch {
+      continue; // the thread ended while we looked
+    }
+    for (const child of children.split(" ").filter(Boolean)) seconds += cpuSeconds(Number(child));
+  }
+  return seconds;
+}
+
+/** Redis's CPU seconds so far (user + system, every thread) and the scripts clients sent it. */
+export async function redisCounters(redis) {
+  const cpu = await redis.info("cpu");
+  const seconds =
+    Number(/used_cpu_sys:([\d.]+)/.exec(cpu)[1]) + Number(/used_cpu_user:([\d.]+)/.exec(cpu)[1]);
+  let scripts = 0;
+  for (const m of (await redis.info("commandstats")).matchAll(/cmdstat_(evalsha|eval|fcall):calls=(\d+)/g))
+    scripts += Number(m[2]);
+  return { seconds, scripts };
 }
 
 export function median(values) {

@@ -13,10 +13,21 @@
 // share the machine's cores with the gateway and wrk. Linux and wrk only.
 //
 //   BENCH_ROUNDS (9)  BENCH_SECONDS (2)  BENCH_CONNECTIONS (64)
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, hasWrk, KEYS, killAll, median, root, start, startUpstream, wrk } from "./support.mjs";
+import {
+  cpuSeconds,
+  freePort,
+  hasWrk,
+  KEYS,
+  killAll,
+  median,
+  root,
+  start,
+  startUpstream,
+  wrk,
+} from "./support.mjs";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
@@ -25,11 +36,6 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 if (!hasWrk) {
   console.error("bench/targets.mjs needs wrk on PATH (apt-get install wrk)");
   process.exit(2);
-}
-
-function cpuSeconds(pid) {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 function measure(target) {
