@@ -4,9 +4,9 @@
 -- request is served at the TAT it found: its delay (the fourth value) is reset_now from now.
 local function leaky_bucket_step(key, now, slots, interval, cost_arg)
   local ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now =
-    token_bucket_step(tonumber(redis.call('GET', key)), now, slots, interval, tonumber(cost_arg))
+    token_bucket_step(tonumber(read_string(key)), now, slots, interval, tonumber(cost_arg))
   if ok then retry_ms = reset_now end
   return ok, nxt, remaining, reset_ms, retry_ms, available_now, reset_now
 end
 
-ALGORITHMS[5] = { step = leaky_bucket_step, commit = token_bucket_commit, refund = token_bucket_refund }
+ALGORITHMS[5] = { step = leaky_bucket_step, commit = token_bucket_commit, refund = token_bucket_refund, cached = true }

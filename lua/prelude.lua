@@ -1,7 +1,7 @@
 -- Composed first into every script (src/limits/stores/redis/scripts.ts): the dispatch table the
 -- algorithm files register in, then the clock helpers the entry scripts share.
 --
--- ALGORITHMS[code] = { step, commit, refund, holds_slot }, one entry per algorithm, registered by
+-- ALGORITHMS[code] = { step, commit, refund, holds_slot, cached }, one entry per algorithm, registered by
 -- its lua/ file under the code src/limits/algorithms/ gives it (below check.lua's SHADOW flag;
 -- test/unit/twin-constants.test.ts holds the two sides equal). p1, p2 are the algorithm's two
 -- script params, numbers except a calendar window's p2 (its period starts, a string: see
@@ -17,6 +17,8 @@
 --       as it still can; returns how many things it gave back (0 or 1).
 --   holds_slot: true for an algorithm a request holds a slot of instead of being debited by
 --       its cost (concurrency): a post-charge leaves it as it is.
+--   cached: true for an algorithm whose state is one string it reads with read_string and
+--       writes with write_string (below), so that a check's cache serves it.
 -- Redis keeps no state between calls, so the table is built once per script call (a few
 -- hundred ns: one small table per algorithm); a decision costs one lookup per limit and
 -- allocates nothing per limit.
@@ -32,6 +34,55 @@ local STATE_TTL_SLACK_MS = 1000
 -- algorithm's view is its own step at a cost of 0, so the read and the check cannot disagree.
 local function limit_view(algorithm, k, now, p1, p2)
   return select(6, algorithm.step(k, now, p1, p2, 0))
+end
+
+-- The string state of the limits a check decides (token and leaky buckets, fixed windows,
+-- sliding counters), read and written through a per-call
+-- cache when the entry script opens one (check.lua: one MGET for a whole batch, one SET per key
+-- at its end, however many requests of the batch it decided). A redis.call costs a script a few
+-- µs whatever the command, so per request this saves a GET and, for a key several requests
+-- share (a route budget), every SET but one. Without a cache (charge, peek, refund: one call
+-- per limit anyway) reads and writes go straight to Redis.
+--   STRINGS[key]: the value, or false for none (a missing key, or a key of another type:
+--   MGET reads it as none, and the state written over it starts the limit afresh, as
+--   step_over_stale does for the keys it reads itself).
+local STRINGS = nil
+-- key -> TTL in ms of the value to write when the script ends (flush_strings), in first-write order.
+local WRITES, WRITE_ORDER = nil, nil
+
+local function read_string(key)
+  if STRINGS ~= nil then
+    local v = STRINGS[key]
+    if v ~= nil then return v end
+  end
+  return redis.call('GET', key)
+end
+
+local function write_string(key, value, ttl_ms)
+  if STRINGS == nil then
+    redis.call('SET', key, value, 'PX', ttl_ms)
+    return
+  end
+  if WRITES[key] == nil then WRITE_ORDER[#WRITE_ORDER + 1] = key end
+  STRINGS[key] = value
+  WRITES[key] = ttl_ms
+end
+
+-- Opens the cache over `keys`, read with one MGET.
+local function open_strings(keys)
+  STRINGS, WRITES, WRITE_ORDER = {}, {}, {}
+  if #keys == 0 then return end
+  local values = redis.call('MGET', unpack(keys))
+  for i = 1, #keys do STRINGS[keys[i]] = values[i] end
+end
+
+-- Writes what the cache holds to write: one SET per key, with the TTL of its last write (each
+-- TTL is relative to the script's own time, which does not move while it runs).
+local function flush_strings()
+  for i = 1, #WRITE_ORDER do
+    local key = WRITE_ORDER[i]
+    redis.call('SET', key, STRINGS[key], 'PX', WRITES[key])
+  end
 end
 
 -- An algorithm's param as sent: a number, or the text itself when it is not one (a calendar

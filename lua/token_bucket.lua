@@ -25,7 +25,7 @@ end
 
 -- Stores the new TAT; the key lives until the bucket is full again, plus the slack.
 local function token_bucket_commit(key, next_tat, now)
-  redis.call('SET', key, string.format('%.17g', next_tat), 'PX', math.ceil(next_tat - now) + STATE_TTL_SLACK_MS)
+  write_string(key, string.format('%.17g', next_tat), math.ceil(next_tat - now) + STATE_TTL_SLACK_MS)
 end
 
 -- A batch for an instance's reservation: at least `want` tokens (else denied like a request of
@@ -44,7 +44,7 @@ end
 -- The entry's step (lua/prelude.lua). The cost is a number, or "<want>:<batch>" for an instance's
 -- reservation: then the fourth value, when allowed, is the tokens taken.
 local function token_bucket_check(key, now, burst, interval, cost_arg)
-  local tat = tonumber(redis.call('GET', key))
+  local tat = tonumber(read_string(key))
   local cost = tonumber(cost_arg)
   if cost ~= nil then return token_bucket_step(tat, now, burst, interval, cost) end
   local want, batch = string.match(cost_arg, '^(%d+):(%d+)$')
@@ -64,4 +64,4 @@ local function token_bucket_refund(key, _, current, _, interval, units_arg)
   return 1
 end
 
-ALGORITHMS[1] = { step = token_bucket_check, commit = token_bucket_commit, refund = token_bucket_refund }
+ALGORITHMS[1] = { step = token_bucket_check, commit = token_bucket_commit, refund = token_bucket_refund, cached = true }

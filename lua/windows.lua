@@ -26,7 +26,7 @@ end
 -- Fixed window. State: one string "<window start ms> <count>"; pending: the string to write.
 local function fixed_window_step(key, now, limit, window, cost_arg)
   local cost = tonumber(cost_arg)
-  local raw = redis.call('GET', key)
+  local raw = read_string(key)
   local start, finish = fixed_window_bounds(now, window)
   local used = 0
   if raw then
@@ -45,7 +45,7 @@ end
 -- The key lives until the window ends (the step's reset_ms), plus the slack.
 local function fixed_window_commit(key, value, now, _, window)
   local _, finish = fixed_window_bounds(now, window)
-  redis.call('SET', key, value, 'PX', math.ceil(finish - now) + STATE_TTL_SLACK_MS)
+  write_string(key, value, math.ceil(finish - now) + STATE_TTL_SLACK_MS)
 end
 
 -- Rewrites a window's string state, keeping the key's expiry (a refund).
@@ -145,7 +145,7 @@ end
 -- pending: the string to write.
 local function sliding_counter_step(key, now, limit, w, cost_arg)
   local cost = tonumber(cost_arg)
-  local raw = redis.call('GET', key)
+  local raw = read_string(key)
   local start = math.floor(now / w) * w
   local prev, cur = 0, 0
   if raw then
@@ -187,7 +187,7 @@ end
 -- The key lives until both windows have passed (the step's reset_ms when allowed), plus the slack.
 local function sliding_counter_commit(key, value, now, _, w)
   local start = math.floor(now / w) * w
-  redis.call('SET', key, value, 'PX', math.ceil(start + 2 * w - now) + STATE_TTL_SLACK_MS)
+  write_string(key, value, math.ceil(start + 2 * w - now) + STATE_TTL_SLACK_MS)
 end
 
 -- The units count in the window they were taken in: the current one, or the previous one once
@@ -209,6 +209,6 @@ local function sliding_counter_refund(key, at, _, _, w, units_arg)
   return 0
 end
 
-ALGORITHMS[2] = { step = fixed_window_step, commit = fixed_window_commit, refund = fixed_window_refund }
+ALGORITHMS[2] = { step = fixed_window_step, commit = fixed_window_commit, refund = fixed_window_refund, cached = true }
 ALGORITHMS[3] = { step = sliding_window_step, commit = sliding_window_commit, refund = sliding_window_refund }
-ALGORITHMS[4] = { step = sliding_counter_step, commit = sliding_counter_commit, refund = sliding_counter_refund }
+ALGORITHMS[4] = { step = sliding_counter_step, commit = sliding_counter_commit, refund = sliding_counter_refund, cached = true }

@@ -26,9 +26,9 @@
 // denials are answered with `local: true` and queued to the store's denial log; the store's own
 // denials are remembered.
 import { DecoratedStore } from "./decorated-store.js";
-import { DenialQueue } from "./denials.js";
 import type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision } from "./spec.js";
 import type { CheckOptions, DenialLog, LimitStore } from "./stores/contract.js";
+import { DenialQueue } from "./stores/denial-queue.js";
 
 interface Entry {
   /** The spec the store denied under: another one (an override set or ended) asks the store. */

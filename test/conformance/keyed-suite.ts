@@ -104,8 +104,15 @@ async function instances(h: KeyedHarness) {
       const checks = limitChecks(prefix, planned(caller, r), caller, r, req);
       return Object.fromEntries(checks.map((c) => [c.spec.name, c.key]));
     },
-    /** The caller's denial log, newest first. */
-    denials: (caller: Caller) => stores[0]!.denials(denialLogKey(prefix, caller)),
+    /**
+     * The caller's denial log, newest first, once every instance has written what it decided (a
+     * store's read writes its own first; Redis instances write each other's within a second).
+     */
+    async denials(caller: Caller) {
+      const key = denialLogKey(prefix, caller);
+      for (const s of stores.slice(1)) await s.denials(key);
+      return stores[0]!.denials(key);
+    },
     /** What each limit of the request has left, looked at without taking (peek). */
     async left(caller: Caller, routeName: string, req: KeyedRequest): Promise<Record<string, number>> {
       const r = route(routeName);

@@ -56,6 +56,17 @@ async function remaining(key: string, spec: LimitSpec, now: number): Promise<num
   return reply[0]!;
 }
 
+/** check.lua's ARGV for one request of one limit: no deadline, a one-spec table, its index. */
+function checkArgs(
+  now: number | string,
+  code: number,
+  p1: number,
+  p2: number | string,
+  cost: number | string,
+): (number | string)[] {
+  return [1, "", 1, code, p1, p2, now === "" ? 1 : `1@${now}`, cost === 1 ? 1 : `1|${cost}`];
+}
+
 describe("the scripts dispatch each limit to its algorithm", () => {
   it.each(SPECS.map((s) => [label(s), s] as const))(
     "%s: a refund gives back what a check took",
@@ -69,7 +80,7 @@ describe("the scripts dispatch each limit to its algorithm", () => {
       const decided = (await evalScript(
         CHECK_SCRIPT,
         [key],
-        [1, "", now, 1, 0, "", algorithm.code, p1, p2, cost],
+        checkArgs(now, algorithm.code, p1, p2, cost),
       )) as unknown[];
       expect(decided.slice(1, 4)).toEqual([1, 1, 1]);
       expect(await remaining(key, spec, now)).toBeLessThan(full);
@@ -81,7 +92,7 @@ describe("the scripts dispatch each limit to its algorithm", () => {
   it("a refund skips a code it does not know and still gives back the others", async () => {
     const [unknown, bucket] = [freshKey("refund-unknown"), freshKey("refund-bucket")];
     const now = await redisNow();
-    await evalScript(CHECK_SCRIPT, [bucket], [1, "", now, 1, 0, "", 1, 5, 1000, 2]);
+    await evalScript(CHECK_SCRIPT, [bucket], checkArgs(now, 1, 5, 1000, 2));
     const given = await evalScript(
       REFUND_SCRIPT,
       [unknown, bucket],
@@ -92,7 +103,7 @@ describe("the scripts dispatch each limit to its algorithm", () => {
   });
 
   it.each([
-    ["check", CHECK_SCRIPT, (code: number) => [1, "", "", 1, 0, "", code, 5, 1000, 1]],
+    ["check", CHECK_SCRIPT, (code: number) => checkArgs("", code, 5, 1000, 1)],
     ["charge", CHARGE_SCRIPT, (code: number) => ["", "", code, 5, 1000, 1]],
     ["peek", PEEK_SCRIPT, (code: number) => ["", code, 5, 1000]],
   ] as const)(
@@ -133,7 +144,7 @@ describe("a key holding another algorithm's kind of state", () => {
       const decided = (await evalScript(
         CHECK_SCRIPT,
         [checked],
-        [1, "", now, 1, 0, "", algorithm.code, p1, p2, cost],
+        checkArgs(now, algorithm.code, p1, p2, cost),
       )) as (string | number)[];
       // The reply's head, then the request: allowed, then the limit allowed.
       expect(decided.slice(1, 4)).toEqual([1, 1, 1]);
@@ -160,7 +171,7 @@ describe("a key holding another algorithm's kind of state", () => {
       evalScript(
         CHECK_SCRIPT,
         [freshKey(spec.name)],
-        [1, "", await redisNow(), 1, 0, "", algorithm.code, p1, p2, "x"],
+        checkArgs(await redisNow(), algorithm.code, p1, p2, "x"),
       ),
     ).rejects.toThrow();
   });
@@ -186,11 +197,10 @@ describe("a calendar window decides at the script's own clock", () => {
     const key = freshKey("cal-skew");
     const [p1, p2] = algorithm.scriptParams(spec, Date.now() + skewMs);
     // "" for now: the script reads Redis's clock.
-    const decided = (await evalScript(
-      CHECK_SCRIPT,
-      [key],
-      [1, "", "", 1, 0, "", algorithm.code, p1, p2, 1],
-    )) as (string | number)[];
+    const decided = (await evalScript(CHECK_SCRIPT, [key], checkArgs("", algorithm.code, p1, p2, 1))) as (
+      | string
+      | number
+    )[];
     const clock = Number(decided[0]);
     const { start, end } = periodAt(clock, "day", "Europe/Berlin");
     expect(decided.slice(1, 6)).toEqual([1, 1, 1, 4, Math.ceil(end - clock)]);
@@ -200,9 +210,9 @@ describe("a calendar window decides at the script's own clock", () => {
   it("period starts that do not reach its clock fail the script, which writes nothing", async () => {
     const key = freshKey("cal-range");
     const [p1, p2] = algorithm.scriptParams(spec, Date.now() - 5 * 86_400_000);
-    await expect(
-      evalScript(CHECK_SCRIPT, [key], [1, "", "", 1, 0, "", algorithm.code, p1, p2, 1]),
-    ).rejects.toThrow("TOLLGATE_CALENDAR_RANGE");
+    await expect(evalScript(CHECK_SCRIPT, [key], checkArgs("", algorithm.code, p1, p2, 1))).rejects.toThrow(
+      "TOLLGATE_CALENDAR_RANGE",
+    );
     expect(await env.redis.client.exists(key)).toBe(0);
   });
 });

@@ -104,34 +104,21 @@ describe("a check the gateway gave up on consumes nothing", () => {
     expect((await store.peek(checks))[0]!.remaining).toBe(4);
   });
 
-  it("check.lua past its deadline writes nothing, not even a denial record, and says so", async () => {
+  it("check.lua past its deadline writes nothing and says so", async () => {
     const key = freshKey("expired");
-    const args = (deadline: string) => [
-      2,
-      key,
-      `${key}:log`,
-      1,
-      deadline,
-      "",
-      1,
-      1,
-      "client:c\troute\tt.fixed",
-      2,
-      0, // limit 0: every request is a denial, which would be recorded
-      86_400_000,
-      1,
-    ];
+    // One request of one fixed window of 5 a day: allowed, so written when decided.
+    const args = (deadline: string) => [1, key, 1, deadline, 1, 2, 5, 86_400_000, 1, 1];
     const [seconds] = await env.redis.client.time();
     const past = String(Number(seconds) * 1000 - 1000);
     const reply = (await env.redis.client.call("EVAL", CHECK_SCRIPT, ...args(past))) as unknown[];
     expect(reply[1]).toBe(0);
     expect(reply).toHaveLength(2);
-    expect(await env.redis.client.exists(key, `${key}:log`)).toBe(0);
-    // With a deadline still ahead it decides (and records the denial) as usual.
+    expect(await env.redis.client.exists(key)).toBe(0);
+    // With a deadline still ahead it decides and writes as usual.
     const future = String(Number(seconds) * 1000 + 60_000);
     const decided = (await env.redis.client.call("EVAL", CHECK_SCRIPT, ...args(future))) as unknown[];
     expect(decided[1]).toBe(1);
-    expect(decided.slice(2, 3)).toEqual([0]);
-    expect(await env.redis.client.llen(`${key}:log`)).toBe(1);
+    expect(decided.slice(2, 5)).toEqual([1, 1, 4]);
+    expect(await env.redis.client.exists(key)).toBe(1);
   });
 });

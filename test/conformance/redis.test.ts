@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { StoreConnectionError, StoreReplyError } from "../../src/errors.js";
 import type { LimitSpec, TokenBucketSpec } from "../../src/limits/spec.js";
 import type { Lease } from "../../src/limits/stores/contract.js";
+import { DENIAL_FLUSH_MS } from "../../src/limits/stores/denial-queue.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 import { CHECK_SCRIPT, sha1 } from "../../src/limits/stores/redis/scripts.js";
 import { RedisStore } from "../../src/limits/stores/redis/store.js";
@@ -127,6 +128,55 @@ describe("RedisStore specifics", () => {
     expect(results[4]!.outcomes.map((o) => o.allowed)).toEqual([true, false]);
     expect(results[4]!.outcomes[0]!.remaining).toBe(1); // 4 of 5 taken; request 4 took nothing
     expect(results[5]!.outcomes[0]!.remaining).toBe(0);
+  });
+
+  it("reads a batch's keys with one MGET and writes each key once; an allowed request sends nothing of its denial record", async () => {
+    const store = await newStore();
+    const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 100, intervalMs: 60_000 };
+    const one: TokenBucketSpec = { algorithm: "token_bucket", name: "o", burst: 1, intervalMs: 60_000 };
+    const shared = freshKey("once-shared");
+    const logKey = `${shared}:log`;
+    const denial = { logKey, topKey: `${shared}:top`, caller: "client:c", route: "r" };
+    const counts = async () =>
+      Object.fromEntries(
+        await Promise.all(
+          ["evalsha", "eval", "mget", "get", "set", "lpush", "zincrby"].map(async (c) => [
+            c,
+            await commandCalls(c),
+          ]),
+        ),
+      ) as Record<string, number>;
+    const before = await counts();
+    const results = await Promise.all(
+      Array.from({ length: 12 }, () => store.check([{ key: shared, spec, cost: 1 }], { denial })),
+    );
+    expect(results.every((r) => r.allowed)).toBe(true);
+    expect(results.map((r) => r.outcomes[0]!.remaining)).toEqual([
+      99, 98, 97, 96, 95, 94, 93, 92, 91, 90, 89, 88,
+    ]);
+    const after = await counts();
+    const moved = Object.fromEntries(Object.keys(after).map((c) => [c, after[c]! - before[c]!]));
+    // One script call (EVAL the first time a store runs it, EVALSHA after).
+    expect(moved.evalsha! + moved.eval!).toBe(1);
+    expect({ ...moved, evalsha: 0, eval: 0 }).toEqual({
+      evalsha: 0,
+      eval: 0,
+      mget: 1,
+      get: 0,
+      set: 1,
+      lpush: 0,
+      zincrby: 0,
+    });
+    expect(await env.redis.client.pttl(shared)).toBeGreaterThan(0);
+    expect(await env.redis.client.exists(logKey)).toBe(0);
+
+    // A denial reaches the caller's log and the top list within a second, without a read.
+    const tight = freshKey("once-tight");
+    await store.check([{ key: tight, spec: one, cost: 1 }], { denial });
+    expect((await store.check([{ key: tight, spec: one, cost: 1 }], { denial })).allowed).toBe(false);
+    await new Promise((r) => setTimeout(r, DENIAL_FLUSH_MS + 300));
+    expect(await env.redis.client.lrange(logKey, 0, -1)).toEqual([expect.stringMatching(/^\d+\tr\to$/)]);
+    expect(await env.redis.client.zscore(`${shared}:top`, "client:c")).toBe("1");
   });
 
   it("sends the checks asked while a batch is in flight as one batch when it lands", async () => {

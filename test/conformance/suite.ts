@@ -615,7 +615,7 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       expect(results[3]!.outcomes[0]).toMatchObject({ remaining: 0, retryAfterMs: 60_000 });
     });
 
-    it("a denial is recorded by the call that decides it: the caller's log and the top list", async () => {
+    it("a denial is recorded from the call that decides it: the caller's log and the top list, by the time they are read", async () => {
       const h = harness();
       const store = await h.store();
       const key = freshKey("denied");

@@ -3,8 +3,9 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { CompiledPlan } from "../../src/config/compile.js";
 import type { Caller } from "../../src/identity/caller.js";
-import { DENIAL_FLUSH_MS, DenialQueue, DenialRecords } from "../../src/limits/denials.js";
+import { DenialRecords } from "../../src/limits/denials.js";
 import { DENIAL_LOG_MAX, type DenialBatch, TOP_BUCKET_MS } from "../../src/limits/stores/contract.js";
+import { DENIAL_FLUSH_MS, DenialQueue } from "../../src/limits/stores/denial-queue.js";
 
 const plan = { name: "free", limitsByRoute: new Map(), limits: [] } as CompiledPlan;
 const client: Caller = { kind: "client", id: "acme-prod", plan, tenant: "acme", ipKey: "192.0.2.1" };

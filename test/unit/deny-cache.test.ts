@@ -4,10 +4,10 @@
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ALGORITHMS } from "../../src/limits/algorithms/index.js";
-import { DENIAL_FLUSH_MS } from "../../src/limits/denials.js";
 import { DenyCache, DenyCacheStore } from "../../src/limits/deny-cache.js";
 import type { LimitCheck, LimitSpec, StoreDecision } from "../../src/limits/spec.js";
 import type { CheckOptions, DenialRecord } from "../../src/limits/stores/contract.js";
+import { DENIAL_FLUSH_MS } from "../../src/limits/stores/denial-queue.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 
 const specArb: fc.Arbitrary<LimitSpec> = fc.oneof(

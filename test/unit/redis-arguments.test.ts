@@ -4,7 +4,6 @@ import type { LimitCheck, StoreDecision } from "../../src/limits/spec.js";
 import {
   chargeArguments,
   checkArguments,
-  denialKeyCount,
   peekArguments,
   refundArguments,
   renewArguments,
@@ -29,69 +28,73 @@ const slots: LimitCheck = {
 };
 
 describe("check.lua arguments", () => {
-  it("lays out KEYS per request (limits, then log and top bucket), then the batch and each request", () => {
-    const recorded = {
-      checks: [bucket, shadow],
-      nowMs: 5,
-      logKey: "log",
-      topKey: "top",
-      denialText: "c\tr\tp.b\tp.w",
-    };
-    const logOnly = {
-      checks: [slots],
-      nowMs: undefined,
-      logKey: "log2",
-      topKey: "",
-      denialText: "c\tr\tp.s",
-    };
-    const plain = {
-      checks: [{ ...bucket, batch: 4 }],
-      nowMs: undefined,
-      logKey: undefined,
-      topKey: "",
-      denialText: "",
-    };
-    expect([recorded, logOnly, plain].map(denialKeyCount)).toEqual([2, 1, 0]);
-    expect(checkArguments([recorded, logOnly, plain], 1234.5, 0)).toEqual([
+  it("lays out KEYS per request, then the batch, its spec table, and per request its count and limits", () => {
+    const atFive = { checks: [bucket, shadow], nowMs: 5 };
+    const leased = { checks: [slots], nowMs: undefined };
+    const batched = { checks: [{ ...bucket, batch: 4 }], nowMs: undefined };
+    const plain = { checks: [{ ...bucket, cost: 1 }, shadow], nowMs: undefined };
+    expect(checkArguments([atFive, leased, batched, plain], 1234.5, 0)).toEqual([
+      // KEYS: the limits' keys, request after request
       bucket.key,
       shadow.key,
-      "log",
-      "top",
       slots.key,
-      "log2",
       bucket.key,
-      3,
+      bucket.key,
+      shadow.key,
+      // requests, deadline, then the spec table: each distinct algorithm and params once
+      4,
       1234.5,
-      5,
-      2,
-      2,
-      "c\tr\tp.b\tp.w",
+      3,
       1,
       5,
       100,
-      2,
       2 + SHADOW_FLAG,
       10,
       60_000,
-      1,
-      "",
-      1,
-      1,
-      "c\tr\tp.s",
       6,
       2,
       1000,
-      "lease-1",
-      "",
+      // per request: its limit count ("n@now" with a test's now), then each limit's spec index,
+      // with its cost when that is not 1
+      "2@5",
+      "1|2",
+      2,
       1,
-      0,
-      "",
+      "3|lease-1",
       1,
-      5,
-      100,
-      "2:4",
+      "1|2:4",
+      2,
+      1,
+      2,
     ]);
-    expect(checkArguments([plain], undefined, 0).slice(1, 3)).toEqual([1, ""]);
+    expect(checkArguments([plain], undefined, 0).slice(2, 4)).toEqual([1, ""]);
+  });
+
+  it("sends a route budget's max_cost as the need after the cost", () => {
+    const budget = { ...bucket, cost: 3, need: 40 };
+    expect(checkArguments([{ checks: [budget], nowMs: undefined }], undefined, 0).slice(-2)).toEqual([
+      1,
+      "1|3^40",
+    ]);
+  });
+
+  it("numbers a calendar window's params again when the period starts differ within a batch", () => {
+    const daily: LimitCheck = {
+      key: "t:{c:a}:p.d",
+      spec: {
+        algorithm: "fixed_window",
+        name: "p.d",
+        limit: 10,
+        windowMs: 86_400_000,
+        calendar: { unit: "day", tz: "UTC" },
+      },
+      cost: 1,
+    };
+    const at = (day: number, hour: number) => ({ checks: [daily], nowMs: Date.UTC(2026, 11, day, hour) });
+    const args = checkArguments([at(1, 12), at(1, 13), at(2, 12)], undefined, 0);
+    // 3 keys, 3 requests, no deadline, then two specs: the same day's twice is one
+    expect(args.slice(3, 6)).toEqual([3, "", 2]);
+    expect(args.slice(-6).filter((_, i) => i % 2 === 1)).toEqual([1, 1, 2]);
   });
 });
 
@@ -187,12 +190,13 @@ describe("a calendar window's param 2: the period starts around the time the scr
   ].join(" ");
 
   it("around a test's now when there is one, else around the store's estimate of Redis's clock", () => {
-    const request = { checks: [monthly], nowMs: DEC_15, logKey: undefined, topKey: "", denialText: "" };
-    expect(checkArguments([request], undefined, 0).slice(-4)).toEqual([2, 100, starts, 1]);
-    expect(checkArguments([{ ...request, nowMs: undefined }], undefined, DEC_15).slice(-4)).toEqual([
+    const request = { checks: [monthly], nowMs: DEC_15 };
+    expect(checkArguments([request], undefined, 0).slice(-5)).toEqual([2, 100, starts, `1@${DEC_15}`, 1]);
+    expect(checkArguments([{ ...request, nowMs: undefined }], undefined, DEC_15).slice(-5)).toEqual([
       2,
       100,
       starts,
+      1,
       1,
     ]);
     expect(chargeArguments([monthly], { nowMs: undefined, deadline: undefined, redisNowMs: DEC_15 })).toEqual(

@@ -7,7 +7,6 @@ import { STATE_TTL_SLACK_MS } from "../../src/limits/algorithms/algorithm.js";
 import { CONCURRENCY_RETRY_CAP_MS } from "../../src/limits/algorithms/concurrency.js";
 import { ALGORITHMS } from "../../src/limits/algorithms/index.js";
 import { EPSILON_MS } from "../../src/limits/algorithms/token-bucket.js";
-import { DENIAL_LOG_MAX, DENIAL_LOG_TTL_MS, TOP_BUCKET_TTL_MS } from "../../src/limits/stores/contract.js";
 import { LUA_DIR, SHADOW_FLAG } from "../../src/limits/stores/redis/scripts.js";
 
 const lua = (file: string) => readFileSync(LUA_DIR + file, "utf8");
@@ -55,12 +54,6 @@ describe("the constants of the Lua scripts and the TypeScript agree", () => {
     for (const code of codes) expect(code).toBeGreaterThan(0);
     for (const code of codes) expect(code).toBeLessThan(SHADOW_FLAG);
     expect(luaConstant("check.lua", "SHADOW")).toBe(SHADOW_FLAG);
-  });
-
-  it("denial records: the log's length and lifetime, the top bucket's lifetime", () => {
-    expect(luaConstant("check.lua", "DENIAL_LOG_MAX")).toBe(DENIAL_LOG_MAX);
-    expect(luaConstant("check.lua", "DENIAL_LOG_TTL_MS")).toBe(DENIAL_LOG_TTL_MS);
-    expect(luaConstant("check.lua", "TOP_BUCKET_TTL_MS")).toBe(TOP_BUCKET_TTL_MS);
   });
 
   it("the arithmetic's own constants", () => {

@@ -19,9 +19,10 @@ export interface ChargedLimit {
 }
 
 /**
- * Where a denial is written, by the same call that decides it: the caller's capped log and the
- * current bucket of the top-denials list. The limits named are those of the checks that denied,
- * by their spec names, in the order of the request's checks.
+ * Where a denial is written by the store that decides it: the caller's capped log and the
+ * current bucket of the top-denials list (the memory store writes at once; Redis within a
+ * second, and before its log or top list is read). The limits named are those of the checks
+ * that denied, by their spec names, in the order of the request's checks.
  */
 export interface DenialRecord {
   logKey: string;

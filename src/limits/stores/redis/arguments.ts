@@ -3,36 +3,22 @@
 // time (the period starts around it, windows.ts): each call is given the store's estimate of
 // the time its script decides at, used where no test's now is given.
 import { ALGORITHMS, isRateLimit, scriptCostArg } from "../../algorithms/index.js";
-import type { LimitCheck, StoreDecision } from "../../spec.js";
+import type { LimitCheck, LimitSpec, StoreDecision } from "../../spec.js";
 import type { Lease } from "../contract.js";
 import { SHADOW_FLAG } from "./scripts.js";
-
-// Per request of a batch: shared rather than built per call.
-const MARK_SHADOW = { markShadow: true } as const;
-const NO_SHADOW = { markShadow: false } as const;
 
 /** One request of a check.lua batch. */
 export interface CheckRequest {
   readonly checks: readonly LimitCheck[];
   /** The time to decide at (tests only); undefined: Redis's clock. */
   readonly nowMs: number | undefined;
-  /** The caller's denial log, where a denial is recorded; undefined: not recorded. */
-  readonly logKey: string | undefined;
-  /** The current top-list bucket; "" when the script does not count it (in a cluster). */
-  readonly topKey: string;
-  /** check.lua's denial record text ("" when not recorded), see DenialTexts. */
-  readonly denialText: string;
-}
-
-/** KEYS a denial record adds to a request: its log, and the top bucket unless it is counted apart. */
-export function denialKeyCount(request: CheckRequest): number {
-  if (request.logKey === undefined) return 0;
-  return request.topKey ? 2 : 1;
 }
 
 /**
  * check.lua's KEYS then ARGV for a batch; `deadline` in Redis's clock, undefined when unknown;
- * `redisNowMs`, the store's estimate of Redis's clock now.
+ * `redisNowMs`, the store's estimate of Redis's clock now. Each distinct algorithm and params
+ * go once into the batch's spec table; a limit is sent as its index there (and its cost when
+ * that is not 1), so a request costs Redis one string per limit and one of its own.
  */
 export function checkArguments(
   requests: readonly CheckRequest[],
@@ -40,19 +26,51 @@ export function checkArguments(
   redisNowMs: number,
 ): (string | number)[] {
   const args: (string | number)[] = [];
+  const perRequest: (string | number)[] = [];
+  const table = new SpecTable();
   for (const r of requests) {
-    for (const c of r.checks) args.push(c.key);
-    if (r.logKey !== undefined) {
-      args.push(r.logKey);
-      if (r.topKey) args.push(r.topKey);
+    perRequest.push(r.nowMs === undefined ? r.checks.length : `${r.checks.length}@${r.nowMs}`);
+    const nowMs = r.nowMs ?? redisNowMs;
+    for (const c of r.checks) {
+      args.push(c.key);
+      const index = table.indexOf(c, nowMs);
+      const cost = c.need === undefined ? scriptCostArg(c) : `${scriptCostArg(c)}^${c.need}`;
+      perRequest.push(cost === 1 ? index : `${index}|${cost}`);
     }
   }
-  args.push(requests.length, deadline === undefined ? "" : deadline);
-  for (const r of requests) {
-    args.push(r.nowMs === undefined ? "" : r.nowMs, r.checks.length, denialKeyCount(r), r.denialText);
-    pushLimitArgs(args, r.checks, MARK_SHADOW, r.nowMs ?? redisNowMs);
-  }
+  args.push(requests.length, deadline === undefined ? "" : deadline, table.size);
+  for (const v of table.values) args.push(v);
+  for (const v of perRequest) args.push(v);
   return args;
+}
+
+/**
+ * The distinct (algorithm code with its shadow flag, param 1, param 2) of one batch, numbered
+ * from 1 in the order first seen. Found again by the limit's spec (compiled once per
+ * configuration), then by its params: a calendar window's param 2 depends on the time.
+ */
+class SpecTable {
+  private readonly bySpec = new Map<
+    LimitSpec,
+    { index: number; p1: string | number; p2: string | number }[]
+  >();
+  readonly values: (string | number)[] = [];
+  size = 0;
+
+  indexOf(c: LimitCheck, nowMs: number): number {
+    const algorithm = ALGORITHMS[c.spec.algorithm];
+    const [p1, p2] = algorithm.scriptParams(c.spec, nowMs);
+    let seen = this.bySpec.get(c.spec);
+    if (seen === undefined) {
+      seen = [];
+      this.bySpec.set(c.spec, seen);
+    }
+    for (const s of seen) if (s.p1 === p1 && s.p2 === p2) return s.index;
+    const index = ++this.size;
+    seen.push({ index, p1, p2 });
+    this.values.push(c.spec.shadow ? algorithm.code + SHADOW_FLAG : algorithm.code, p1, p2);
+    return index;
+  }
 }
 
 /** charge.lua's KEYS then ARGV. */
@@ -62,7 +80,7 @@ export function chargeArguments(
 ): (string | number)[] {
   const args: (string | number)[] = checks.map((c) => c.key);
   args.push(at.nowMs === undefined ? "" : at.nowMs, at.deadline === undefined ? "" : at.deadline);
-  pushLimitArgs(args, checks, NO_SHADOW, at.nowMs ?? at.redisNowMs);
+  pushLimitArgs(args, checks, at.nowMs ?? at.redisNowMs);
   return args;
 }
 
@@ -127,21 +145,13 @@ export function refundArguments(
 }
 
 /**
- * Per limit, the four arguments check.lua and charge.lua take: algorithm code (plus SHADOW_FLAG
- * for a shadow limit, check.lua only), param 1, param 2 (for a calendar window, the period starts
- * around `nowMs`), and the cost (the lease id for a concurrency limit).
+ * Per limit, the four arguments charge.lua takes: algorithm code, param 1, param 2 (for a
+ * calendar window, the period starts around `nowMs`), and the cost.
  */
-function pushLimitArgs(
-  args: (string | number)[],
-  checks: readonly LimitCheck[],
-  options: { markShadow: boolean },
-  nowMs: number,
-): void {
+function pushLimitArgs(args: (string | number)[], checks: readonly LimitCheck[], nowMs: number): void {
   for (const c of checks) {
     const algorithm = ALGORITHMS[c.spec.algorithm];
     const [p1, p2] = algorithm.scriptParams(c.spec, nowMs);
-    const code = options.markShadow && c.spec.shadow ? algorithm.code + SHADOW_FLAG : algorithm.code;
-    // check.lua: a cost followed by "^<need>" must fit `need` units and takes the cost.
-    args.push(code, p1, p2, c.need === undefined ? scriptCostArg(c) : `${scriptCostArg(c)}^${c.need}`);
+    args.push(algorithm.code, p1, p2, scriptCostArg(c));
   }
 }

@@ -10,18 +10,11 @@
 import { atDeadline, type DeadlineTimer } from "../../../deadline.js";
 import type { StoreError } from "../../../errors.js";
 import type { LimitCheck, StoreDecision } from "../../spec.js";
-import type { CheckOptions } from "../contract.js";
-import {
-  type CheckRequest,
-  checkArguments,
-  denialKeyCount,
-  refundArguments,
-  type Taken,
-} from "./arguments.js";
+import type { CheckOptions, DenialRecord } from "../contract.js";
+import { type CheckRequest, checkArguments, refundArguments, type Taken } from "./arguments.js";
 import type { Boundary } from "./boundary.js";
 import { localNow, type ShardClocks } from "./clock.js";
 import type { ScriptCommand } from "./commands.js";
-import type { DenialTexts } from "./denial-codec.js";
 import { parseCheckReply, parseScriptHeader, type ScriptHeader } from "./replies.js";
 import type { Slots } from "./slots.js";
 
@@ -32,6 +25,8 @@ export const MAX_BATCH_KEYS = 512;
 interface BatchItem extends CheckRequest {
   /** Part of a request spread over several slots: its decision's time is kept for a give-back. */
   crossSlot: boolean;
+  /** Where a denial of this request is recorded; undefined: it is not. */
+  denial: DenialRecord | undefined;
   resolve: (decision: StoreDecision) => void;
   reject: (err: StoreError) => void;
 }
@@ -54,9 +49,13 @@ export interface BatcherParts {
   slots: Slots;
   clocks: ShardClocks;
   boundary: Boundary;
-  texts: DenialTexts;
   check: ScriptCommand;
   refund: ScriptCommand;
+  /**
+   * A request with a denial record was denied, by check.lua at `atMs` (Redis's clock, or the
+   * test's now): the record is written after the fact (the script is sent nothing of it).
+   */
+  denied(record: DenialRecord, checks: readonly LimitCheck[], decision: StoreDecision, atMs: number): void;
 }
 
 export class CheckBatcher {
@@ -98,7 +97,6 @@ export class CheckBatcher {
     options: CheckOptions | undefined,
     crossSlot: boolean,
   ): Promise<StoreDecision> {
-    const denial = options?.denial;
     return new Promise<StoreDecision>((resolve, reject) => {
       let batch = this.open.get(slot);
       if (!batch) {
@@ -110,16 +108,13 @@ export class CheckBatcher {
       const item: BatchItem = {
         checks,
         nowMs: options?.nowMs,
-        logKey: denial?.logKey,
-        // The top-denials bucket has its own hash tag: in a cluster it is counted after the fact.
-        topKey: denial && !this.parts.slots.clustered ? denial.topKey : "",
-        denialText: denial ? this.parts.texts.text(denial, checks) : "",
         crossSlot,
+        denial: options?.denial,
         resolve,
         reject,
       };
       batch.items.push(item);
-      batch.keys += checks.length + denialKeyCount(item);
+      batch.keys += checks.length;
       if (batch.items.length >= MAX_BATCH_REQUESTS || batch.keys >= MAX_BATCH_KEYS) this.flush(batch);
     });
   }
@@ -225,8 +220,11 @@ export class CheckBatcher {
         batch.timer?.clear();
         for (let i = 0; i < batch.items.length; i++) {
           const item = batch.items[i]!;
-          if (item.crossSlot) this.decided.set(decisions[i]!, item.nowMs ?? header.clock);
-          item.resolve(decisions[i]!);
+          const decision = decisions[i]!;
+          if (item.crossSlot) this.decided.set(decision, item.nowMs ?? header.clock);
+          if (!decision.allowed && item.denial)
+            this.parts.denied(item.denial, item.checks, decision, item.nowMs ?? Number(header.clock));
+          item.resolve(decision);
         }
       },
       (err: unknown) => {

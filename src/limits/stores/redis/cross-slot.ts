@@ -9,11 +9,10 @@
 // the earlier slots' limits as they were decided, before the give-back. A give-back that fails
 // leaves the units to their window and the leases to their expiry, as any refund does.
 //
-// The denial record goes with the part in the slot of the caller's log, which check.lua writes
-// when that part denies. A part in another slot (the route budget's) cannot name the log: its
-// denial is written to the log after the fact, as the deny cache's are.
+// Every part carries the request's denial record: the first part that denies is the last one
+// asked, and the batcher records its denial (with the limits of that part that denied).
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../../spec.js";
-import type { CheckOptions, DenialLog } from "../contract.js";
+import type { CheckOptions } from "../contract.js";
 import type { Taken } from "./arguments.js";
 import type { CheckBatcher } from "./batcher.js";
 import type { Slots } from "./slots.js";
@@ -21,8 +20,6 @@ import type { Slots } from "./slots.js";
 export interface CrossSlotParts {
   batcher: CheckBatcher;
   slots: Slots;
-  /** Writes a denial decided in a slot other than the caller's log's. */
-  log?: Pick<DenialLog, "recordDenials">;
 }
 
 export async function checkAcrossSlots(
@@ -31,10 +28,6 @@ export async function checkAcrossSlots(
   options: CheckOptions | undefined,
 ): Promise<StoreDecision> {
   const { batcher, slots } = parts;
-  const denial = options?.denial;
-  // The denial is recorded by the part under the caller's log's hash tag; the others only decide.
-  const undenied: CheckOptions | undefined = denial ? { nowMs: options.nowMs } : options;
-  const logSlot = denial ? slots.of(denial.logKey) : undefined;
   const groups = slots.group(checks);
   const outcomes: LimitOutcome[] = new Array(checks.length);
   // What the slots decided so far took: one give-back per slot (refund.lua's keys share a slot).
@@ -44,7 +37,7 @@ export async function checkAcrossSlots(
     const part = indexes.map((i) => checks[i]!);
     let decision: StoreDecision;
     try {
-      decision = await batcher.enqueuePart(slot, part, slot === logSlot ? options : undenied);
+      decision = await batcher.enqueuePart(slot, part, options);
     } catch (err) {
       // The request is answered without the store's decision: what earlier slots took goes back
       // (not waited for: the store is failing, and the answer must not wait on it twice).
@@ -59,22 +52,6 @@ export async function checkAcrossSlots(
       // parts did, and the request is not admitted: they go back before it is answered, so the
       // caller's next request (and the 429's own headers' next reading) sees them back.
       await giveBack();
-      if (denial && slot !== logSlot && parts.log) {
-        const limits = part.filter((c, j) => !decision.outcomes[j]!.allowed && !c.spec.shadow);
-        const at = Number(batcher.decidedAt(decision) ?? options?.nowMs ?? Date.now());
-        // Best effort, like the script's own record; the store counts the top list (count 0).
-        parts.log
-          .recordDenials([
-            {
-              logKey: denial.logKey,
-              topKey: denial.topKey,
-              caller: denial.caller,
-              entries: [{ atMs: at, route: denial.route, limits: limits.map((c) => c.spec.name) }],
-              count: 0,
-            },
-          ])
-          .catch(() => {});
-      }
       // Limits not reached yet report nothing taken: what a zero-cost look would see.
       for (let i = 0; i < checks.length; i++) {
         outcomes[i] ??= { allowed: true, remaining: 0, resetMs: 0, retryAfterMs: 0 };

@@ -1,6 +1,6 @@
-// The DenialLog over Redis: the denials decided without the store written per caller, a
-// caller's log read back, the top list summed over its buckets. Denials decided by check.lua
-// are written by the script itself, in the same entry format (denial-codec.ts).
+// The DenialLog over Redis: denials written per caller (those check.lua decided, queued by the
+// store, and those the deny cache decided without it), a caller's log read back, the top list
+// summed over its buckets. Each command names one key, so in a cluster each goes to its slot.
 import type { Cluster, Redis } from "ioredis";
 import {
   DENIAL_LOG_MAX,
@@ -12,14 +12,11 @@ import {
 } from "../contract.js";
 import type { Boundary } from "./boundary.js";
 import { decodeDenial, encodeDenial } from "./denial-codec.js";
-import type { TopListCounts } from "./top-list.js";
 
 export class RedisDenialLog implements DenialLog {
-  /** `counted`: denials counted apart (in a cluster), written before the top list is read. */
   constructor(
     private readonly client: Redis | Cluster,
     private readonly boundary: Boundary,
-    private readonly counted: TopListCounts | undefined,
   ) {}
 
   /** A few commands per caller, whatever its number of denials; auto-pipelined together. */
@@ -45,7 +42,6 @@ export class RedisDenialLog implements DenialLog {
 
   async topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]> {
     if (topKeys.length === 0) return [];
-    await this.counted?.flush();
     const flat = await this.boundary.bounded(
       this.client.call("ZUNION", topKeys.length, ...topKeys, "WITHSCORES") as Promise<string[]>,
     );

@@ -14,6 +14,7 @@ import type {
   ListKeysBounds,
   Store,
 } from "../contract.js";
+import { DenialQueue, deniedLimitNames } from "../denial-queue.js";
 import { chargeArguments, peekArguments, renewArguments } from "./arguments.js";
 import { CheckBatcher } from "./batcher.js";
 import { Boundary } from "./boundary.js";
@@ -21,12 +22,10 @@ import { localNow, ShardClocks } from "./clock.js";
 import { defineScripts, type ScriptCommands } from "./commands.js";
 import { type ConnectionOptions, connect, isReady, waitUntilReady } from "./connection.js";
 import { checkAcrossSlots } from "./cross-slot.js";
-import { DenialTexts } from "./denial-codec.js";
 import { RedisDenialLog } from "./denial-log.js";
 import { KeyLister } from "./key-listing.js";
 import { parseChargeReply, parseScriptHeader } from "./replies.js";
 import { Slots } from "./slots.js";
-import { TopListCounts } from "./top-list.js";
 
 export type RedisStoreOptions = ConnectionOptions;
 
@@ -40,9 +39,13 @@ export class RedisStore implements Store {
   private readonly slots: Slots;
   private readonly clocks = new ShardClocks();
   private readonly batcher: CheckBatcher;
-  /** Top-list counts of a cluster, written apart from the checks (top-list.ts). */
-  private readonly topCounts: TopListCounts | undefined;
   private readonly denialLog: RedisDenialLog;
+  /**
+   * The denials check.lua decided, written to the callers' logs and the top list once a second,
+   * before either is read, and at close: a burst of denials costs a few commands per caller, and
+   * a check that is allowed sends nothing of its denial record.
+   */
+  private readonly pendingDenials: DenialQueue;
   private readonly keyLister: KeyLister;
 
   constructor(options: RedisStoreOptions) {
@@ -51,16 +54,17 @@ export class RedisStore implements Store {
     this.slots = new Slots(this.client);
     this.clustered = this.slots.clustered;
     this.scripts = defineScripts(this.client);
+    this.denialLog = new RedisDenialLog(this.client, this.boundary);
+    this.pendingDenials = new DenialQueue(this.denialLog);
     this.batcher = new CheckBatcher({
       slots: this.slots,
       clocks: this.clocks,
       boundary: this.boundary,
-      texts: new DenialTexts(),
       check: this.scripts.check,
       refund: this.scripts.refund,
+      denied: (record, checks, decision, atMs) =>
+        this.pendingDenials.add(record, atMs, deniedLimitNames(checks, decision.outcomes)),
     });
-    this.topCounts = this.clustered ? new TopListCounts(this.client, this.boundary) : undefined;
-    this.denialLog = new RedisDenialLog(this.client, this.boundary, this.topCounts);
     this.keyLister = new KeyLister(this.client, this.slots, this.boundary);
   }
 
@@ -72,23 +76,14 @@ export class RedisStore implements Store {
   /** Coalesced per slot (batcher.ts); in a cluster a request over several slots is decided slot by slot. */
   check(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
     if (checks.length === 0) return Promise.resolve({ allowed: true, outcomes: [] });
-    const counts = this.topCounts;
-    // A single Redis: one slot, and check.lua counts the top list itself.
-    if (counts === undefined) return this.batcher.enqueue(0, checks, options);
-    const denial = options?.denial;
+    // A single Redis: one slot.
+    if (!this.clustered) return this.batcher.enqueue(0, checks, options);
     const slot = this.slots.of(checks[0]!.key);
-    // A denial record names the caller's log: a script may only name it in the log's own slot
-    // (a route budget alone, for an anonymous caller, has its keys elsewhere).
-    let sameSlot = denial === undefined || this.slots.of(denial.logKey) === slot;
-    for (const c of checks) if (this.slots.of(c.key) !== slot) sameSlot = false;
-    const decided = sameSlot
-      ? this.batcher.enqueue(slot, checks, options)
-      : checkAcrossSlots({ batcher: this.batcher, slots: this.slots, log: this.denialLog }, checks, options);
-    if (!denial) return decided;
-    return decided.then((decision) => {
-      if (!decision.allowed) counts.count(denial.topKey, denial.caller);
-      return decision;
-    });
+    for (const c of checks) {
+      if (this.slots.of(c.key) !== slot)
+        return checkAcrossSlots({ batcher: this.batcher, slots: this.slots }, checks, options);
+    }
+    return this.batcher.enqueue(slot, checks, options);
   }
 
   /**
@@ -181,11 +176,15 @@ export class RedisStore implements Store {
     return this.denialLog.recordDenials(batch);
   }
 
-  denials(logKey: string): Promise<Denial[]> {
+  /** A caller's log, with the denials decided so far written first. */
+  async denials(logKey: string): Promise<Denial[]> {
+    await this.pendingDenials.flush();
     return this.denialLog.denials(logKey);
   }
 
-  topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]> {
+  /** The top list, with the denials decided so far counted first. */
+  async topDenials(topKeys: readonly string[], n: number): Promise<{ caller: string; count: number }[]> {
+    await this.pendingDenials.flush();
     return this.denialLog.topDenials(topKeys, n);
   }
 
@@ -202,7 +201,7 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
-    await this.topCounts?.flush();
+    await this.pendingDenials.close();
     this.client.disconnect();
   }
 }
