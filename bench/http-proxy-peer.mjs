@@ -1,9 +1,9 @@
 // The peer most Node users would reach for: http-proxy in front, rate-limiter-flexible's
 // RateLimiterRedis (one Lua call per request) on the same Redis. For comparison only.
-import { Agent, createServer } from "node:http";
-import httpProxy from "http-proxy";
+import { createServer } from "node:http";
 import { Redis } from "ioredis";
 import { RateLimiterRedis } from "rate-limiter-flexible";
+import { listenWhenReady, proxyTo } from "./peer.mjs";
 
 const [port, upstream, redisUrl] = [Number(process.argv[2]), process.argv[3], process.argv[4]];
 const redis = new Redis(redisUrl, { enableAutoPipelining: true, enableOfflineQueue: false });
@@ -13,14 +13,7 @@ const limiter = new RateLimiterRedis({
   points: 1_000_000,
   duration: 60,
 });
-const proxy = httpProxy.createProxyServer({
-  target: upstream,
-  agent: new Agent({ keepAlive: true, maxSockets: 128 }),
-});
-proxy.on("error", (_err, _req, res) => {
-  if (!res.headersSent) res.writeHead(502);
-  res.end();
-});
+const proxy = proxyTo(upstream);
 
 const server = createServer((req, res) => {
   const key = req.headers["x-api-key"] ?? req.socket.remoteAddress;
@@ -35,10 +28,4 @@ const server = createServer((req, res) => {
     },
   );
 });
-server.keepAliveTimeout = 60_000;
-redis.once("ready", () =>
-  server.listen(port, "127.0.0.1", () => process.stdout.write(`${JSON.stringify({ listening: port })}\n`)),
-);
-
-// Exit cleanly on signals so `node --cpu-prof` can write its profile.
-for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => process.exit(0));
+listenWhenReady(server, port, redis);

@@ -1,9 +1,9 @@
 // The seed's design, as a peer: http-proxy in front, one token-bucket script per request on
 // Redis (EVALSHA through ioredis, a hash of tokens and last refill per caller), one limit and
 // one header. What tollgate's Redis cost per request is held against. For comparison only.
-import { Agent, createServer } from "node:http";
-import httpProxy from "http-proxy";
+import { createServer } from "node:http";
 import { Redis } from "ioredis";
+import { listenWhenReady, proxyTo } from "./peer.mjs";
 
 const [port, upstream, redisUrl] = [Number(process.argv[2]), process.argv[3], process.argv[4]];
 const RATE_PER_MS = 1_000_000 / 1000;
@@ -28,14 +28,7 @@ return { allowed, math.floor(tokens) }
 const redis = new Redis(redisUrl, { enableOfflineQueue: false });
 redis.defineCommand("takeToken", { numberOfKeys: 1, lua: TOKEN_BUCKET });
 
-const proxy = httpProxy.createProxyServer({
-  target: upstream,
-  agent: new Agent({ keepAlive: true, maxSockets: 128 }),
-});
-proxy.on("error", (_err, _req, res) => {
-  if (!res.headersSent) res.writeHead(502);
-  res.end();
-});
+const proxy = proxyTo(upstream);
 
 const server = createServer((req, res) => {
   const key = `seed:${req.headers["x-api-key"] ?? req.socket.remoteAddress}`;
@@ -54,10 +47,4 @@ const server = createServer((req, res) => {
     },
   );
 });
-server.keepAliveTimeout = 60_000;
-redis.once("ready", () =>
-  server.listen(port, "127.0.0.1", () => process.stdout.write(`${JSON.stringify({ listening: port })}\n`)),
-);
-
-// Exit cleanly on signals so `node --cpu-prof` can write its profile.
-for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => process.exit(0));
+listenWhenReady(server, port, redis);
