@@ -24,6 +24,58 @@ storeConformance("RedisStore", () => ({
   advance: (ms) => new Promise((r) => setTimeout(r, ms)),
 }));
 
+/** One limit of each algorithm, with small random sizes, for the properties below. */
+const specArb = fc.oneof(
+  fc.record({ burst: fc.integer({ min: 1, max: 12 }), perSecond: fc.integer({ min: 1, max: 9 }) }).map(
+    (s): LimitSpec => ({
+      algorithm: "token_bucket",
+      name: "p.tb",
+      burst: s.burst,
+      intervalMs: 1000 / s.perSecond,
+    }),
+  ),
+  fc.record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 100, max: 3000 }) }).map(
+    (s): LimitSpec => ({
+      algorithm: "fixed_window",
+      name: "p.fw",
+      limit: s.limit,
+      windowMs: s.windowMs,
+    }),
+  ),
+  fc.record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 100, max: 3000 }) }).map(
+    (s): LimitSpec => ({
+      algorithm: "sliding_window",
+      name: "p.sw",
+      limit: s.limit,
+      windowMs: s.windowMs,
+    }),
+  ),
+  fc.record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 100, max: 3000 }) }).map(
+    (s): LimitSpec => ({
+      algorithm: "sliding_window_counter",
+      name: "p.swc",
+      limit: s.limit,
+      windowMs: s.windowMs,
+    }),
+  ),
+  fc.record({ queue: fc.integer({ min: 0, max: 6 }), perSecond: fc.integer({ min: 1, max: 9 }) }).map(
+    (s): LimitSpec => ({
+      algorithm: "leaky_bucket",
+      name: "p.lb",
+      queue: s.queue,
+      intervalMs: 1000 / s.perSecond,
+    }),
+  ),
+  fc.record({ max: fc.integer({ min: 1, max: 4 }), leaseMs: fc.integer({ min: 100, max: 3000 }) }).map(
+    (s): LimitSpec => ({
+      algorithm: "concurrency",
+      name: "p.cc",
+      maxInFlight: s.max,
+      leaseMs: s.leaseMs,
+    }),
+  ),
+);
+
 describe("RedisStore specifics", () => {
   it("fails with a StoreError whose reason says why: Redis's error reply, or no connection", async () => {
     const store = await newStore();
@@ -274,62 +326,6 @@ describe("RedisStore specifics", () => {
       cost: fc.integer({ min: 1, max: 4 }),
       which: fc.integer({ min: 0, max: 5 }),
     });
-    const specArb = fc.oneof(
-      fc.record({ burst: fc.integer({ min: 1, max: 12 }), perSecond: fc.integer({ min: 1, max: 9 }) }).map(
-        (s): LimitSpec => ({
-          algorithm: "token_bucket",
-          name: "p.tb",
-          burst: s.burst,
-          intervalMs: 1000 / s.perSecond,
-        }),
-      ),
-      fc
-        .record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 100, max: 3000 }) })
-        .map(
-          (s): LimitSpec => ({
-            algorithm: "fixed_window",
-            name: "p.fw",
-            limit: s.limit,
-            windowMs: s.windowMs,
-          }),
-        ),
-      fc
-        .record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 100, max: 3000 }) })
-        .map(
-          (s): LimitSpec => ({
-            algorithm: "sliding_window",
-            name: "p.sw",
-            limit: s.limit,
-            windowMs: s.windowMs,
-          }),
-        ),
-      fc
-        .record({ limit: fc.integer({ min: 1, max: 12 }), windowMs: fc.integer({ min: 100, max: 3000 }) })
-        .map(
-          (s): LimitSpec => ({
-            algorithm: "sliding_window_counter",
-            name: "p.swc",
-            limit: s.limit,
-            windowMs: s.windowMs,
-          }),
-        ),
-      fc.record({ queue: fc.integer({ min: 0, max: 6 }), perSecond: fc.integer({ min: 1, max: 9 }) }).map(
-        (s): LimitSpec => ({
-          algorithm: "leaky_bucket",
-          name: "p.lb",
-          queue: s.queue,
-          intervalMs: 1000 / s.perSecond,
-        }),
-      ),
-      fc.record({ max: fc.integer({ min: 1, max: 4 }), leaseMs: fc.integer({ min: 100, max: 3000 }) }).map(
-        (s): LimitSpec => ({
-          algorithm: "concurrency",
-          name: "p.cc",
-          maxInFlight: s.max,
-          leaseMs: s.leaseMs,
-        }),
-      ),
-    );
     await fc.assert(
       fc.asyncProperty(
         fc.array(specArb, { minLength: 3, maxLength: 3 }),
@@ -385,6 +381,65 @@ describe("RedisStore specifics", () => {
         },
       ),
       { numRuns: 60 },
+    );
+  });
+
+  it("decides a batch exactly as the memory store decides its requests one after another, a key repeated or not", async () => {
+    // The requests of one event-loop turn go to Redis as one check.lua call, whose cache reads
+    // each key once and writes it once at the end: a later request must see what an earlier
+    // one of the same batch took, as if each had been its own call.
+    const redisStore = await newStore();
+    const request = fc.record({
+      limits: fc.subarray([0, 1, 2], { minLength: 1 }),
+      cost: fc.integer({ min: 1, max: 3 }),
+      atMs: fc.integer({ min: 0, max: 50 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(specArb, { minLength: 3, maxLength: 3 }),
+        fc.array(
+          fc.record({
+            dtMs: fc.integer({ min: 0, max: 900 }),
+            batch: fc.array(request, { minLength: 1, maxLength: 12 }),
+          }),
+          {
+            minLength: 1,
+            maxLength: 6,
+          },
+        ),
+        async (specs, turns) => {
+          const memory = new MemoryStore({ sweepIntervalMs: 0 });
+          const keys = specs.map((_, i) => freshKey(`batchprop${i}`));
+          let now = 1_700_000_000_000;
+          let leaseSeq = 0;
+          for (const turn of turns) {
+            now += turn.dtMs;
+            // Each request at or after the one before it, as Redis's clock runs within a batch.
+            const requests = turn.batch.map((r) => {
+              now += r.atMs;
+              return {
+                nowMs: now,
+                checks: r.limits.map((i) => ({
+                  key: keys[i]!,
+                  spec: specs[i]!,
+                  cost: r.cost,
+                  leaseId: specs[i]!.algorithm === "concurrency" ? `lease-${++leaseSeq}` : undefined,
+                })),
+              };
+            });
+            const before = await commandCalls("evalsha");
+            const fromRedis = await Promise.all(
+              requests.map((r) => redisStore.check(r.checks, { nowMs: r.nowMs })),
+            );
+            // One call for the whole turn (EVAL the first time the store runs the script).
+            expect((await commandCalls("evalsha")) - before).toBeLessThanOrEqual(1);
+            const fromMemory = requests.map((r) => memory.checkSync(r.checks, r.nowMs));
+            expect(fromRedis).toEqual(fromMemory);
+          }
+          await memory.close();
+        },
+      ),
+      { numRuns: 40 },
     );
   });
 
