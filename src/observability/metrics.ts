@@ -209,21 +209,11 @@ export class Metrics {
   private readonly upstreamChildren = new Map<string, LeanHistogramChild>();
 
   observeUpstream(upstream: string, seconds: number): void {
-    let child = this.upstreamChildren.get(upstream);
-    if (!child) {
-      child = this.upstreamDuration.labels(upstream);
-      this.upstreamChildren.set(upstream, child);
-    }
-    child.observe(seconds);
+    childOf(this.upstreamChildren, this.upstreamDuration, upstream).observe(seconds);
   }
 
   countCharged(route: string, units: number): void {
-    let child = this.chargedChildren.get(route);
-    if (!child) {
-      child = this.chargedUnits.labels(route);
-      this.chargedChildren.set(route, child);
-    }
-    child.inc(units);
+    childOf(this.chargedChildren, this.chargedUnits, route).inc(units);
   }
 
   countUnreported(route: string, reason: UnreportedReason): void {
@@ -237,12 +227,7 @@ export class Metrics {
   }
 
   countNearLimit(route: string): void {
-    let child = this.nearLimitChildren.get(route);
-    if (!child) {
-      child = this.nearLimit.labels(route);
-      this.nearLimitChildren.set(route, child);
-    }
-    child.inc();
+    childOf(this.nearLimitChildren, this.nearLimit, route).inc();
   }
 
   countRequest(route: string, decision: RequestDecision): void {
@@ -260,4 +245,17 @@ export class Metrics {
     }
     child.inc();
   }
+}
+
+/**
+ * The child of a one-label metric for `value`, kept in `cache`: prom-client hashes the label
+ * values on every `labels()` call, so a per-request metric looks its child up once.
+ */
+function childOf<C>(cache: Map<string, C>, metric: { labels(value: string): C }, value: string): C {
+  let child = cache.get(value);
+  if (child === undefined) {
+    child = metric.labels(value);
+    cache.set(value, child);
+  }
+  return child;
 }
