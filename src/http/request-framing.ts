@@ -57,6 +57,8 @@ function hostName(authority: string): string {
 
 /**
  * Refusals, in the order checked:
+ * - a request line without an HTTP version (HTTP/0.9, which Node still parses, headers and all:
+ *   one hop serves it as a request, another reads the bytes as garbage): 400;
  * - more than MAX_REQUEST_HEADERS fields (an HTTP/2 request's pseudo-headers are not fields:
  *   gateway/h2-compat.ts leaves them out of its rawHeaders), or an HTTP/2 header block larger
  *   than MAX_REQUEST_HEADER_BYTES: 431;
@@ -78,6 +80,12 @@ export function framingProblem(
   /** The request target as received (absolute-form names a host of its own). */
   target?: string,
 ): FramingProblem | null {
+  if (httpVersionMajor === 0) {
+    return {
+      code: "bad_request",
+      detail: "the request line has no HTTP version; this gateway serves HTTP/1.0 and later",
+    };
+  }
   if (rawHeaders.length > 2 * MAX_REQUEST_HEADERS) {
     return {
       code: "headers_too_large",

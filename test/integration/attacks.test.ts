@@ -212,6 +212,14 @@ describe("13.13 and 13.14: a head every hop reads the same way", () => {
     expect(upstream.received.length).toBe(before + 1);
   });
 
+  it("a request line without an HTTP version (HTTP/0.9, headers and all) is a 400, never forwarded", async () => {
+    const before = upstream.received.length;
+    const reply = await rawRequest(gw.url, "GET /u\r\nForwarded: for=9.9.9.9\r\n\r\n");
+    expect(reply.status).toBe(400);
+    expect(reply.text).toContain("no HTTP version");
+    expect(upstream.received.length).toBe(before);
+  });
+
   it("two Host headers are a 400 (RFC 9112 §3.2)", async () => {
     const reply = await rawRequest(
       gw.url,

@@ -73,6 +73,13 @@ describe("admit refuses", () => {
     expect(r.headers).toEqual({ connection: "close" });
   });
 
+  it("a request line without an HTTP version (HTTP/0.9) as bad_request, closing the connection", () => {
+    const r = refusalOf(run({ url: "/api", headers: [HOST], httpVersion: "0.9" }).admission);
+    expect(r).toMatchObject({ code: "bad_request", decision: "bad_request" });
+    expect(r.detail).toContain("no HTTP version");
+    expect(r.headers).toEqual({ connection: "close" });
+  });
+
   it("too many header fields with 431", () => {
     const headers: [string, string][] = [HOST];
     for (let i = 0; i < MAX_REQUEST_HEADERS; i++) headers.push([`x-pad-${i}`, "1"]);

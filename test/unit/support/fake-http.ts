@@ -8,7 +8,7 @@ export interface FakeRequestInit {
   url?: string;
   /** Raw header pairs, in order; `headers` is derived from them as Node would (first wins). */
   headers?: [string, string][];
-  httpVersion?: "1.0" | "1.1";
+  httpVersion?: "0.9" | "1.0" | "1.1";
   /** The socket peer; undefined: a socket with no address (closed before it was read). */
   remoteAddress?: string | undefined;
 }
