@@ -49,6 +49,8 @@ end
 local STRINGS = nil
 -- key -> TTL in ms of the value to write when the script ends (flush_strings), in first-write order.
 local WRITES, WRITE_ORDER = nil, nil
+-- key -> true when every write of the key in this call kept its expiry (see write_string).
+local KEEPS = nil
 
 local function read_string(key)
   if STRINGS ~= nil then
@@ -58,31 +60,59 @@ local function read_string(key)
   return redis.call('GET', key)
 end
 
-local function write_string(key, value, ttl_ms)
+-- What the cache holds for `key` before a write: the value, false for none, nil without a cache
+-- (a commit then knows nothing of the value it replaces, and sets the expiry).
+local function cached_string(key)
+  if STRINGS == nil then return nil end
+  return STRINGS[key]
+end
+
+-- `keep`: the expiry the key already has in Redis covers the new value as well as the one it
+-- replaces (the algorithm knows: the same window, a TAT in the same expiry step), so it is kept
+-- (SET KEEPTTL) instead of set to `ttl_ms`. Removing an expiry and adding one back is most of
+-- what a SET costs Redis, and a busy key keeps its expiry for most of its writes. A key written
+-- several times in one call keeps its expiry only if every write could, the first one included
+-- (that one compares with the value Redis holds: a key Redis does not hold has no expiry to keep).
+local function write_string(key, value, ttl_ms, keep)
   if STRINGS == nil then
     redis.call('SET', key, value, 'PX', ttl_ms)
     return
   end
-  if WRITES[key] == nil then WRITE_ORDER[#WRITE_ORDER + 1] = key end
+  if WRITES[key] == nil then
+    WRITE_ORDER[#WRITE_ORDER + 1] = key
+    KEEPS[key] = keep == true
+  elseif not keep then
+    KEEPS[key] = false
+  end
   STRINGS[key] = value
   WRITES[key] = ttl_ms
 end
 
 -- Opens the cache over `keys`, read with one MGET.
 local function open_strings(keys)
-  STRINGS, WRITES, WRITE_ORDER = {}, {}, {}
+  STRINGS, WRITES, WRITE_ORDER, KEEPS = {}, {}, {}, {}
   if #keys == 0 then return end
   local values = redis.call('MGET', unpack(keys))
   for i = 1, #keys do STRINGS[keys[i]] = values[i] end
 end
 
--- Writes what the cache holds to write: one SET per key, with the TTL of its last write (each
--- TTL is relative to the script's own time, which does not move while it runs).
+-- Writes what the cache holds to write: one SET per key, keeping its expiry or with the TTL of
+-- its last write (each TTL is relative to the script's own time, which does not move while it runs).
 local function flush_strings()
   for i = 1, #WRITE_ORDER do
     local key = WRITE_ORDER[i]
-    redis.call('SET', key, STRINGS[key], 'PX', WRITES[key])
+    if KEEPS[key] then
+      redis.call('SET', key, STRINGS[key], 'KEEPTTL')
+    else
+      redis.call('SET', key, STRINGS[key], 'PX', WRITES[key])
+    end
   end
+end
+
+-- A string state that starts with its window's start (fixed windows, sliding counters) belongs
+-- to the window starting at `start`: its key's expiry, set from that window, is still the right one.
+local function same_window(raw, start)
+  return raw ~= nil and raw ~= false and tonumber(string.match(raw, '^(%S+)')) == start
 end
 
 -- An algorithm's param as sent: a number, or the text itself when it is not one (a calendar

@@ -23,9 +23,22 @@ local function token_bucket_step(tat, now, burst, interval, cost)
   return true, next_tat, remaining, math.ceil(next_tat - now), 0, available_now, reset_now
 end
 
--- Stores the new TAT; the key lives until the bucket is full again, plus the slack.
+-- A TAT key's expiry sits on a grid of half the slack: a write that sets it sets it to the end of
+-- the step after the one holding the TAT, and a write whose TAT stays in the step of the TAT it
+-- replaces keeps the expiry the key has (write_string's keep: most writes of a busy key). Every
+-- write so leaves the key expiring after the end of its TAT's step: one that sets the expiry by
+-- construction, one that keeps it because its TAT is in the step of the last, and one by an
+-- earlier version of this script (TAT + slack) because a step is half the slack. So the key
+-- never expires before its bucket is full again (a decision that finds it gone finds a full
+-- bucket, as it would have), and it expires at most the slack after.
+local TAT_EXPIRY_STEP_MS = STATE_TTL_SLACK_MS / 2
+
+-- Stores the new TAT; the key lives until the bucket is full again, plus at most the slack.
 local function token_bucket_commit(key, next_tat, now)
-  write_string(key, string.format('%.17g', next_tat), math.ceil(next_tat - now) + STATE_TTL_SLACK_MS)
+  local step = math.floor(next_tat / TAT_EXPIRY_STEP_MS)
+  local replaced = tonumber(cached_string(key))
+  write_string(key, string.format('%.17g', next_tat), math.ceil((step + 2) * TAT_EXPIRY_STEP_MS - now),
+    replaced ~= nil and math.floor(replaced / TAT_EXPIRY_STEP_MS) == step)
 end
 
 -- A batch for an instance's reservation: at least `want` tokens (else denied like a request of

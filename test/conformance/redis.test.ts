@@ -231,6 +231,61 @@ describe("RedisStore specifics", () => {
     expect(await env.redis.client.zscore(`${shared}:top`, "client:c")).toBe("1");
   });
 
+  it("keeps a bucket key's expiry while its TAT stays in one half-second step, never shorter than the TAT", async () => {
+    const store = await newStore();
+    const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 10, intervalMs: 100 };
+    const key = freshKey("keep-expiry");
+    // Decided at given times (a step starts at every multiple of 500 ms), close to the real clock
+    // so that the key's real TTL reads as the decision's.
+    const base = Math.ceil(Date.now() / 500) * 500 + 5000;
+    const expiry = async () => Number(await env.redis.client.call("PEXPIRETIME", key));
+    const at = async (offset: number, cost = 1) => {
+      const d = await store.check([{ key, spec, cost }], { nowMs: base + offset });
+      expect(d.allowed).toBe(true);
+      const tat = Number(await env.redis.client.get(key));
+      // The key outlives its TAT (the bucket full again), by at most the second of slack.
+      const ttl = await env.redis.client.pttl(key);
+      expect(ttl).toBeGreaterThan(tat - (base + offset) - 50);
+      expect(ttl).toBeLessThanOrEqual(tat - (base + offset) + 1000);
+      return expiry();
+    };
+    const first = await at(0); // TAT base + 100: step base/500, expiry at its next step's end
+    expect(await at(100)).toBe(first); // TAT base + 200: the same step, the expiry kept
+    expect(await at(150, 2)).toBe(first); // TAT base + 400
+    const moved = await at(450); // TAT base + 550: the next step, a new expiry
+    expect(moved).toBeGreaterThan(first);
+    expect(await at(460)).toBe(moved);
+    // A TAT two steps on (8 tokens at once) gets an expiry of its own, past it.
+    expect(await at(470, 8)).toBeGreaterThan(moved + 400);
+
+    // A key written by an earlier version of the script (time-to-full + 1 s, off the grid) keeps
+    // its expiry while the new TAT stays in the step of the one it replaces, which that covers.
+    const old = freshKey("keep-expiry-old");
+    const now = base + 1970;
+    await env.redis.client.set(old, String(base + 2000), "PX", 2000 - 1970 + 1000);
+    const written = Number(await env.redis.client.call("PEXPIRETIME", old));
+    expect((await store.check([{ key: old, spec, cost: 4 }], { nowMs: now })).allowed).toBe(true);
+    expect(Number(await env.redis.client.get(old))).toBe(base + 2400);
+    expect(Number(await env.redis.client.call("PEXPIRETIME", old))).toBe(written);
+    expect(await env.redis.client.pttl(old)).toBeGreaterThan(2400 - 1970 - 50);
+  });
+
+  it("keeps a window key's expiry for the writes of one window", async () => {
+    const store = await newStore();
+    const spec: LimitSpec = { algorithm: "fixed_window", name: "w", limit: 10, windowMs: 1000 };
+    const key = freshKey("keep-window");
+    const base = Math.ceil(Date.now() / 1000) * 1000 + 5000;
+    const expiry = async () => Number(await env.redis.client.call("PEXPIRETIME", key));
+    await store.check([{ key, spec, cost: 1 }], { nowMs: base + 10 });
+    const first = await expiry();
+    await store.check([{ key, spec, cost: 1 }], { nowMs: base + 600 });
+    expect(await expiry()).toBe(first);
+    // The next window, decided 10 ms before it ends: its own expiry, 980 ms sooner than the first's.
+    await store.check([{ key, spec, cost: 1 }], { nowMs: base + 1990 });
+    expect(await expiry()).toBeLessThan(first - 900);
+    expect(await env.redis.client.get(key)).toBe(`${base + 1000} 1`);
+  });
+
   it("sends the checks asked while a batch is in flight as one batch when it lands", async () => {
     const store = await newStore();
     const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "x", burst: 100, intervalMs: 60_000 };

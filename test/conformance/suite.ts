@@ -124,10 +124,11 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       expect(four.outcomes[0]).toMatchObject({ allowed: true, remaining: 0 });
     });
 
-    it("expiry: the key gets a TTL of time-to-full + 1 s, then is gone and the bucket is full", async () => {
+    it("expiry: the key outlives time-to-full by at most 1 s, then is gone and the bucket is full", async () => {
       const h = harness();
       const key = freshKey("expiry");
-      // 2 tokens, one back every 100 ms: a full refill takes 200 ms, so the TTL is at most 1.2 s.
+      // 2 tokens, one back every 100 ms: a full refill takes 200 ms, so the TTL is at most 1.2 s
+      // (Redis sets it on a grid of half seconds, lua/token_bucket.lua: past 0.7 s).
       const fast: TokenBucketSpec = {
         algorithm: "token_bucket",
         name: "lab.fast",
@@ -137,7 +138,7 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       await sequential(await h.store(), [{ key, spec: fast, cost: 1 }], 2);
       const ttl = await h.pttl(key);
       expect(ttl).not.toBeNull();
-      expect(ttl!).toBeGreaterThan(1000);
+      expect(ttl!).toBeGreaterThan(700);
       expect(ttl!).toBeLessThanOrEqual(1200);
       await h.advance(1300);
       expect(await h.pttl(key)).toBeNull();
