@@ -16,7 +16,7 @@
 // by side), and the median and range of the per-round ratios are reported. Figures are only
 // comparable within one run. Linux and wrk only; loopback only; every load stops by itself.
 //
-//   BENCH_SECONDS (4)  BENCH_ROUNDS (5)  BENCH_CONNECTIONS (64)
+//   BENCH_SECONDS (4)  BENCH_ROUNDS (5)  BENCH_CONNECTIONS (64)  BENCH_WARMUP_SECONDS (10, per target)
 //   BENCH_PACED_CONNECTIONS (32)  BENCH_PACED_DELAY_MS (16)
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -43,6 +43,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const PACED_CONNECTIONS = Number(process.env.BENCH_PACED_CONNECTIONS ?? 32);
 const PACED_DELAY_MS = Number(process.env.BENCH_PACED_DELAY_MS ?? 16);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 10);
 
 if (!hasWrk) {
   console.error("npm run bench needs wrk on PATH (apt-get install wrk)");
@@ -129,7 +130,12 @@ async function main() {
   console.log(
     `load: wrk -t1 -c${CONNECTIONS}, ${KEYS} API keys, ${ROUNDS} rounds of ${SECONDS} s, interleaved; paced: -c${PACED_CONNECTIONS}, ${PACED_DELAY_MS} ms between requests`,
   );
-  for (const t of order) wrk(t.url, 2, CONNECTIONS, t.flood); // warm-up: JIT, pools, Redis scripts
+  // Warm-up: pools, Redis scripts and above all the JIT. A gateway runs for days; what a request
+  // costs it is the cost once V8 has optimized its request path, which under this load takes it
+  // about ten seconds (measured with --trace-opt: ~780 functions optimized in the first 4 s, ~30
+  // per 4 s from 8 s on). Until then the optimizing compiler's threads cost as much CPU as the
+  // requests themselves, and more for a larger program, so a short warm-up measures mostly that.
+  for (const t of order) wrk(t.url, WARMUP_SECONDS, CONNECTIONS, t.flood);
 
   const results = new Map(order.map((t) => [t, []]));
   for (let round = 1; round <= ROUNDS; round++) {
