@@ -1,21 +1,97 @@
-// `npm run bench:profile`: a CPU profile of the gateway under the bench's load (1000 API keys,
-// limits on Redis, wrk -c64), and where its time goes: the functions and files with the most
-// self time. For the cost-per-request work: profile, change one thing, profile again.
+// `npm run bench:profile`: where a request's CPU goes, under the bench's load (1000 API keys, two
+// token buckets on Redis per request, wrk -c64), once the gateway is warm.
 //
-//   BENCH_PROFILE_SECONDS (8)  BENCH_CONNECTIONS (64)  BENCH_PROFILE_DIR (a temporary folder)
+// With Linux perf (apt-get install linux-perf; root or perf_event_paranoid <= 1): tollgate and
+// the bare undici passthrough side by side, each warmed up, then sampled for CPU time (on-CPU
+// only, every thread, call stacks through the JIT) while it serves the load: µs of CPU per
+// request by kind (kernel, V8 builtins, Node's JS, undici, tollgate's JS, the compiler's and the
+// GC's threads...), then tollgate's per file and function of its own code, each sample counted
+// for the innermost tollgate frame on its stack (what it was spent for: a socket write under
+// proxy/stream.js counts there). The two serve different rates on a shared machine: per-request
+// costs that are paid per event-loop turn or per wakeup are larger at a lower rate.
+//
+// Without perf: V8's --cpu-prof of the gateway, self time by function and file. Its samples
+// are wall-clock: a process preempted on a shared core is counted in the function it stopped
+// in (often a socket write), so native figures there are waits as much as work.
+//
+// For the cost-per-request work: profile, change one thing, profile again.
+//
+//   BENCH_PROFILE_SECONDS (8)  BENCH_CONNECTIONS (64)  BENCH_WARMUP_SECONDS (10)
+//   BENCH_PROFILE_DIR (a temporary folder)
 import { once } from "node:events";
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { hasWrk, killAll, startBenchGateway, startRedis, startUpstream, wrk } from "./support.mjs";
+import { category, ownFrame, perfWorks, perRequest, recordStacks } from "./perf-profile.mjs";
+import {
+  hasWrk,
+  killAll,
+  startBenchGateway,
+  startPassthrough,
+  startRedis,
+  startUpstream,
+  wrk,
+} from "./support.mjs";
 
 const SECONDS = Number(process.env.BENCH_PROFILE_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 10);
 const dir = process.env.BENCH_PROFILE_DIR ?? mkdtempSync(join(tmpdir(), "tollgate-profile-"));
 
 if (!hasWrk) {
   console.error("bench:profile needs wrk on PATH (apt-get install wrk)");
   process.exit(2);
+}
+
+const table = (rows, n = rows.length) =>
+  rows
+    .slice(0, n)
+    .map(([k, us]) => `${us.toFixed(1).padStart(8)}  ${k}`)
+    .join("\n");
+
+if (perfWorks()) {
+  try {
+    const storeUrl = await startRedis();
+    const upstream = await startUpstream();
+    process.env.BENCH_GATEWAY_NODE_ARGS = "--perf-basic-prof";
+    const gateway = await startBenchGateway({ storeUrl, upstream });
+    const bare = await startPassthrough(upstream, ["--perf-basic-prof"]);
+    const profiles = [];
+    for (const [name, target] of [
+      ["tollgate on Redis", gateway],
+      ["undici passthrough", bare],
+    ]) {
+      wrk(target.url, WARMUP_SECONDS, CONNECTIONS);
+      const { result, samples } = await recordStacks(
+        target.child.pid,
+        join(dir, `${profiles.length}.perf`),
+        () => wrk(target.url, SECONDS, CONNECTIONS),
+      );
+      const requests = result.requests;
+      const byKind = perRequest(samples, requests, (s) => category(s, target.child.pid));
+      const total = byKind.reduce((sum, [, us]) => sum + us, 0);
+      console.log(
+        `\n${name}: ${requests} requests in ${result.seconds} s (${Math.round(requests / result.seconds)} req/s), ${total.toFixed(1)} µs of CPU per request, by kind:\n${table(byKind)}`,
+      );
+      profiles.push({ name, requests, samples });
+    }
+    const [own] = profiles;
+    console.log(
+      `\ntollgate, µs per request by the innermost frame of its own code (callees included):\n${table(
+        perRequest(own.samples, own.requests, (s) => ownFrame(s, true)),
+        20,
+      )}`,
+    );
+    console.log(
+      `\n... by function:\n${table(
+        perRequest(own.samples, own.requests, (s) => ownFrame(s, false)),
+        25,
+      )}`,
+    );
+  } finally {
+    killAll();
+  }
+  process.exit(0);
 }
 
 // The gateway writes its profile when it exits, so it is stopped with SIGTERM, not killed.
@@ -24,7 +100,7 @@ try {
   const storeUrl = await startRedis();
   const upstream = await startUpstream();
   const gateway = await startBenchGateway({ storeUrl, upstream });
-  wrk(gateway.url, 2, CONNECTIONS); // warm-up, in the profile too
+  wrk(gateway.url, WARMUP_SECONDS, CONNECTIONS); // warm-up, in the profile too
   const load = wrk(gateway.url, SECONDS, CONNECTIONS);
   console.log(
     `${load.requests} requests in ${load.seconds} s (${Math.round(load.requests / load.seconds)} req/s), p50 ${load.p50_ms} ms, p99 ${load.p99_ms} ms`,

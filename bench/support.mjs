@@ -64,13 +64,13 @@ export async function startUpstream() {
   return `http://127.0.0.1:${port}`;
 }
 
-/** The bare undici passthrough in front of `upstream`. */
-export async function startPassthrough(upstream) {
+/** The bare undici passthrough in front of `upstream` (`nodeArgs`: Node flags, bench/profile.mjs). */
+export async function startPassthrough(upstream, nodeArgs = []) {
   const port = await freePort();
   const child = await start(
     "passthrough",
     process.execPath,
-    [join(root, "bench/passthrough.mjs"), String(port), upstream],
+    [...nodeArgs, join(root, "bench/passthrough.mjs"), String(port), upstream],
     (l) => l.includes("listening"),
   );
   return { child, url: `http://127.0.0.1:${port}` };
