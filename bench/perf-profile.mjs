@@ -1,11 +1,18 @@
 // What a request costs a process, by where the CPU went, from Linux perf: samples of CPU time
 // (cpu-clock, on-CPU only: a process preempted by its neighbours on a shared core is not
 // sampled, where V8's --cpu-prof counts the wait in whatever function it stopped in), with call
-// stacks through the JIT's frames (the process runs with --perf-basic-prof). For bench/profile.mjs.
+// stacks through the JIT's frames. The process runs with NODE_PROF_ARGS (--perf-prof: V8 writes
+// a jit-<pid>.dump in its working directory, which `perf inject --jit` turns into symbols that
+// know when each piece of code lived; --perf-basic-prof's one map file names an address after
+// whatever code held it, so code that the GC moved or dropped lends its name to its successor).
+// For bench/profile.mjs.
 import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 
 export const PERF_HZ = 999;
+
+/** The Node flags of a process to profile; its working directory receives the JIT dump. */
+export const NODE_PROF_ARGS = ["--perf-prof"];
 
 /** Whether `perf record` works here (installed, and allowed to sample a process of ours). */
 export function perfWorks() {
@@ -19,7 +26,21 @@ export function perfWorks() {
 export async function recordStacks(pid, file, load) {
   const rec = spawn(
     "perf",
-    ["record", "-q", "-g", "-e", "cpu-clock", "-F", String(PERF_HZ), "-p", String(pid), "-o", file],
+    [
+      "record",
+      "-q",
+      "-k",
+      "mono",
+      "-g",
+      "-e",
+      "cpu-clock",
+      "-F",
+      String(PERF_HZ),
+      "-p",
+      String(pid),
+      "-o",
+      file,
+    ],
     {
       stdio: "ignore",
     },
@@ -28,7 +49,14 @@ export async function recordStacks(pid, file, load) {
   const result = load();
   rec.kill("SIGINT");
   await once(rec, "exit");
-  const text = spawnSync("perf", ["script", "-i", file], { encoding: "utf8", maxBuffer: 1 << 30 }).stdout;
+  const inject = spawnSync("perf", ["inject", "--jit", "-i", file, "-o", `${file}.jit`], {
+    encoding: "utf8",
+  });
+  if (inject.status !== 0) throw new Error(`perf inject --jit failed: ${inject.stderr}`);
+  const text = spawnSync("perf", ["script", "-i", `${file}.jit`], {
+    encoding: "utf8",
+    maxBuffer: 1 << 30,
+  }).stdout;
   const samples = [];
   for (const block of text.split("\n\n")) {
     const lines = block.split("\n");
@@ -46,6 +74,7 @@ function frameName(line) {
     .replace(/^[0-9a-f]+ /, "")
     .replace(/\+0x[0-9a-f]+/, "")
     .replace(/ \(\/[^)]*\)$/, "")
+    .replace(/^(?:Function|LazyCompile):/, "JS:")
     .replace(/file:\/\//, "")
     .replace(/\/\S*?\/(dist|node_modules|bench)\//, "$1/");
 }

@@ -19,10 +19,10 @@
 //   BENCH_PROFILE_SECONDS (8)  BENCH_CONNECTIONS (64)  BENCH_WARMUP_SECONDS (10)
 //   BENCH_PROFILE_DIR (a temporary folder)
 import { once } from "node:events";
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { category, ownFrame, perfWorks, perRequest, recordStacks } from "./perf-profile.mjs";
+import { category, NODE_PROF_ARGS, ownFrame, perfWorks, perRequest, recordStacks } from "./perf-profile.mjs";
 import {
   hasWrk,
   killAll,
@@ -53,9 +53,9 @@ if (perfWorks()) {
   try {
     const storeUrl = await startRedis();
     const upstream = await startUpstream();
-    process.env.BENCH_GATEWAY_NODE_ARGS = "--perf-basic-prof";
-    const gateway = await startBenchGateway({ storeUrl, upstream });
-    const bare = await startPassthrough(upstream, ["--perf-basic-prof"]);
+    process.env.BENCH_GATEWAY_NODE_ARGS = NODE_PROF_ARGS.join(" ");
+    const gateway = await startBenchGateway({ storeUrl, upstream, cwd: dir });
+    const bare = await startPassthrough(upstream, NODE_PROF_ARGS, dir);
     const profiles = [];
     for (const [name, target] of [
       ["tollgate on Redis", gateway],
@@ -90,7 +90,11 @@ if (perfWorks()) {
     );
   } finally {
     killAll();
+    // The JIT's dumps and the symbol files perf inject made of them (tens of MB): the samples
+    // with their symbols are in <n>.perf.jit.
+    for (const f of readdirSync(dir)) if (/^(jitted-|jit-|isolate-)/.test(f)) rmSync(join(dir, f));
   }
+  console.log(`\nperf data with symbols: ${dir}/0.perf.jit (tollgate), 1.perf.jit (passthrough)`);
   process.exit(0);
 }
 

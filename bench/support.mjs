@@ -23,8 +23,8 @@ export function freePort() {
 }
 
 /** Starts a process and resolves once a stdout line satisfies `ready`. */
-export function start(name, command, args, ready) {
-  const child = spawn(command, args, { stdio: ["ignore", "pipe", "inherit"], cwd: root });
+export function start(name, command, args, ready, cwd = root) {
+  const child = spawn(command, args, { stdio: ["ignore", "pipe", "inherit"], cwd });
   children.push(child);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 15_000);
@@ -65,13 +65,14 @@ export async function startUpstream() {
 }
 
 /** The bare undici passthrough in front of `upstream` (`nodeArgs`: Node flags, bench/profile.mjs). */
-export async function startPassthrough(upstream, nodeArgs = []) {
+export async function startPassthrough(upstream, nodeArgs = [], cwd = root) {
   const port = await freePort();
   const child = await start(
     "passthrough",
     process.execPath,
     [...nodeArgs, join(root, "bench/passthrough.mjs"), String(port), upstream],
     (l) => l.includes("listening"),
+    cwd,
   );
   return { child, url: `http://127.0.0.1:${port}` };
 }
@@ -87,6 +88,7 @@ export async function startBenchGateway({
   upstream,
   workers = 1,
   limited = true,
+  cwd = root,
 }) {
   const port = await freePort();
   const clients = Array.from(
@@ -120,6 +122,7 @@ routes:
     process.execPath,
     [...nodeArgs, join(root, "dist/cli.js"), "--config", config],
     (l) => l.includes("tollgate listening"),
+    cwd,
   );
   return { child, url: `http://127.0.0.1:${port}` };
 }
