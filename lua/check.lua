@@ -47,6 +47,7 @@ local SHADOW = 16
 -- about a µs per limit.
 local function guarded_step(algorithm, k, now, p1, p2, cost_arg)
   if algorithm.cached then return algorithm.step(k, now, p1, p2, cost_arg) end
+  forget_expiry(k)
   return step_over_stale(algorithm, k, now, p1, p2, cost_arg)
 end
 

@@ -51,6 +51,9 @@ local STRINGS = nil
 local WRITES, WRITE_ORDER = nil, nil
 -- key -> true when every write of the key in this call kept its expiry (see write_string).
 local KEEPS = nil
+-- key -> true when an algorithm outside the cache read or wrote the key in this call: its
+-- expiry is no longer the one the cache's values were written with (forget_expiry).
+local TOUCHED = nil
 
 local function read_string(key)
   if STRINGS ~= nil then
@@ -68,7 +71,7 @@ local function cached_string(key)
 end
 
 -- `keep`: the expiry the key already has in Redis covers the new value as well as the one it
--- replaces (the algorithm knows: the same window, a TAT in the same expiry step), so it is kept
+-- replaces (the algorithm knows: a TAT in the same expiry step, lua/token_bucket.lua), so it is kept
 -- (SET KEEPTTL) instead of set to `ttl_ms`. Removing an expiry and adding one back is most of
 -- what a SET costs Redis, and a busy key keeps its expiry for most of its writes. A key written
 -- several times in one call keeps its expiry only if every write could, the first one included
@@ -88,9 +91,17 @@ local function write_string(key, value, ttl_ms, keep)
   WRITES[key] = ttl_ms
 end
 
+-- An algorithm that keeps its state outside the cache (a sorted set) is deciding on `key`: the
+-- same key as a cached limit's only when a limit changed algorithm on a reload and a batch holds
+-- requests of both configs. It may delete the key (step_over_stale) or give it its own expiry,
+-- so a cached value written over it must set its expiry, not keep one that may be gone.
+local function forget_expiry(key)
+  if TOUCHED ~= nil then TOUCHED[key] = true end
+end
+
 -- Opens the cache over `keys`, read with one MGET.
 local function open_strings(keys)
-  STRINGS, WRITES, WRITE_ORDER, KEEPS = {}, {}, {}, {}
+  STRINGS, WRITES, WRITE_ORDER, KEEPS, TOUCHED = {}, {}, {}, {}, {}
   if #keys == 0 then return end
   local values = redis.call('MGET', unpack(keys))
   for i = 1, #keys do STRINGS[keys[i]] = values[i] end
@@ -101,18 +112,12 @@ end
 local function flush_strings()
   for i = 1, #WRITE_ORDER do
     local key = WRITE_ORDER[i]
-    if KEEPS[key] then
+    if KEEPS[key] and not TOUCHED[key] then
       redis.call('SET', key, STRINGS[key], 'KEEPTTL')
     else
       redis.call('SET', key, STRINGS[key], 'PX', WRITES[key])
     end
   end
-end
-
--- A string state that starts with its window's start (fixed windows, sliding counters) belongs
--- to the window starting at `start`: its key's expiry, set from that window, is still the right one.
-local function same_window(raw, start)
-  return raw ~= nil and raw ~= false and tonumber(string.match(raw, '^(%S+)')) == start
 end
 
 -- An algorithm's param as sent: a number, or the text itself when it is not one (a calendar

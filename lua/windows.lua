@@ -44,8 +44,8 @@ end
 
 -- The key lives until the window ends (the step's reset_ms), plus the slack.
 local function fixed_window_commit(key, value, now, _, window)
-  local start, finish = fixed_window_bounds(now, window)
-  write_string(key, value, math.ceil(finish - now) + STATE_TTL_SLACK_MS, same_window(cached_string(key), start))
+  local _, finish = fixed_window_bounds(now, window)
+  write_string(key, value, math.ceil(finish - now) + STATE_TTL_SLACK_MS)
 end
 
 -- Rewrites a window's string state, keeping the key's expiry (a refund).
@@ -187,7 +187,7 @@ end
 -- The key lives until both windows have passed (the step's reset_ms when allowed), plus the slack.
 local function sliding_counter_commit(key, value, now, _, w)
   local start = math.floor(now / w) * w
-  write_string(key, value, math.ceil(start + 2 * w - now) + STATE_TTL_SLACK_MS, same_window(cached_string(key), start))
+  write_string(key, value, math.ceil(start + 2 * w - now) + STATE_TTL_SLACK_MS)
 end
 
 -- The units count in the window they were taken in: the current one, or the previous one once

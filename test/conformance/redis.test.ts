@@ -270,20 +270,56 @@ describe("RedisStore specifics", () => {
     expect(await env.redis.client.pttl(old)).toBeGreaterThan(2400 - 1970 - 50);
   });
 
-  it("keeps a window key's expiry for the writes of one window", async () => {
+  it("a window's key takes the expiry of its window, whatever the window it had before (a reload)", async () => {
     const store = await newStore();
-    const spec: LimitSpec = { algorithm: "fixed_window", name: "w", limit: 10, windowMs: 1000 };
-    const key = freshKey("keep-window");
-    const base = Math.ceil(Date.now() / 1000) * 1000 + 5000;
-    const expiry = async () => Number(await env.redis.client.call("PEXPIRETIME", key));
-    await store.check([{ key, spec, cost: 1 }], { nowMs: base + 10 });
-    const first = await expiry();
-    await store.check([{ key, spec, cost: 1 }], { nowMs: base + 600 });
-    expect(await expiry()).toBe(first);
-    // The next window, decided 10 ms before it ends: its own expiry, 980 ms sooner than the first's.
-    await store.check([{ key, spec, cost: 1 }], { nowMs: base + 1990 });
-    expect(await expiry()).toBeLessThan(first - 900);
-    expect(await env.redis.client.get(key)).toBe(`${base + 1000} 1`);
+    const key = freshKey("window-resized");
+    // A start shared by a 2 s and an 8 s window.
+    const base = Math.ceil(Date.now() / 8000) * 8000 + 8000;
+    const short: LimitSpec = { algorithm: "fixed_window", name: "w", limit: 5, windowMs: 2000 };
+    const long: LimitSpec = { algorithm: "fixed_window", name: "w", limit: 5, windowMs: 8000 };
+    expect((await store.check([{ key, spec: short, cost: 1 }], { nowMs: base + 10 })).allowed).toBe(true);
+    expect((await store.check([{ key, spec: long, cost: 4 }], { nowMs: base + 400 })).allowed).toBe(true);
+    // The count must last until the 8 s window ends, not the 2 s one: 8,600 ms, plus the slack.
+    expect(await env.redis.client.pttl(key)).toBeGreaterThan(8000 - 400 + 1000 - 100);
+    const counter: LimitSpec = { algorithm: "sliding_window_counter", name: "w", limit: 5, windowMs: 8000 };
+    expect((await store.check([{ key, spec: counter, cost: 0 }], { nowMs: base + 500 })).allowed).toBe(true);
+    // A sliding counter needs its window and the next: 16,000 - 500 ms, plus the slack.
+    expect(await env.redis.client.pttl(key)).toBeGreaterThan(16_000 - 500 + 1000 - 100);
+  });
+
+  it("a batch deciding one key by a cached and a sorted-set algorithm (a reload) leaves it an expiry", async () => {
+    const store = await newStore();
+    const key = freshKey("mixed-algorithms");
+    const other = freshKey("mixed-algorithms-other");
+    const bucket: TokenBucketSpec = { algorithm: "token_bucket", name: "m", burst: 100, intervalMs: 1 };
+    const log: LimitSpec = { algorithm: "sliding_window", name: "m", limit: 5, windowMs: 1000 };
+    const empty: TokenBucketSpec = { algorithm: "token_bucket", name: "e", burst: 1, intervalMs: 60_000 };
+    const base = Math.ceil(Date.now() / 500) * 500 + 5000;
+    const at = { nowMs: base + 10 };
+    await store.check([{ key, spec: bucket, cost: 1 }], { nowMs: base });
+    await store.check([{ key: other, spec: empty, cost: 1 }], at);
+    const before = (await commandCalls("evalsha")) + (await commandCalls("eval"));
+    // One batch: the bucket's write of the key, its TAT in the step of the one before (an
+    // expiry to keep), and the sliding log over the same key (its step finds a string, deletes
+    // it and starts afresh), denied by its other, empty limit: nothing recreates the key.
+    const [kept, denied] = await Promise.all([
+      store.check([{ key, spec: bucket, cost: 1 }], at),
+      store.check(
+        [
+          { key, spec: log, cost: 1 },
+          { key: other, spec: empty, cost: 1 },
+        ],
+        at,
+      ),
+    ]);
+    expect((await commandCalls("evalsha")) + (await commandCalls("eval")) - before).toBe(1);
+    expect(kept.allowed).toBe(true);
+    expect(denied.allowed).toBe(false);
+    // The bucket's state, with an expiry of its own: the end of the step after its TAT's.
+    expect(await env.redis.client.get(key)).toBe(String(base + 11));
+    const ttl = await env.redis.client.pttl(key);
+    expect(ttl).toBeGreaterThan(500);
+    expect(ttl).toBeLessThanOrEqual(1000);
   });
 
   it("sends the checks asked while a batch is in flight as one batch when it lands", async () => {
