@@ -116,11 +116,13 @@ routes:
 `,
   );
   // BENCH_GATEWAY_NODE_ARGS: Node flags for the gateway alone (bench/profile.mjs: --cpu-prof).
+  // BENCH_GATEWAY_CLI: another build's cli.js, to compare two builds in one run.
   const nodeArgs = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const cli = process.env.BENCH_GATEWAY_CLI ?? join(root, "dist/cli.js");
   const child = await start(
     name,
     process.execPath,
-    [...nodeArgs, join(root, "dist/cli.js"), "--config", config],
+    [...nodeArgs, cli, "--config", config],
     (l) => l.includes("tollgate listening"),
     cwd,
   );
