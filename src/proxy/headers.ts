@@ -25,6 +25,15 @@ const SET_BY_GATEWAY = new Set(["host", "x-forwarded-for", "x-forwarded-proto", 
 const CLIENT_ADDRESS = new Set(["forwarded", "x-real-ip", "true-client-ip"]);
 
 /**
+ * Headers that make some upstream frameworks serve another path than the request line's (IIS,
+ * Symfony 2-4, Zend and Laminas read X-Original-URL and X-Rewrite-URL): the upstream would serve
+ * a route other than the one the gateway matched, authenticated and limited. A front proxy that
+ * is trusted for the client's address passes them from its client all the same, so they are
+ * dropped from everyone.
+ */
+const PATH_OVERRIDES = new Set(["x-original-url", "x-rewrite-url"]);
+
+/**
  * CGI, WSGI, Rack and PHP name a header `HTTP_` + its name upper-cased with `-` as `_`, so
  * `Tollgate_Client` and `Tollgate-Client` are the same variable to them, and whichever comes
  * last wins. A name with `_` that folds onto a header the gateway owns (identity, forwarding,
@@ -35,6 +44,7 @@ function foldsOntoOwned(lower: string, keyHeader: string): boolean {
   return (
     SET_BY_GATEWAY.has(folded) ||
     CLIENT_ADDRESS.has(folded) ||
+    PATH_OVERRIDES.has(folded) ||
     HOP_BY_HOP.has(folded) ||
     folded.startsWith("tollgate-") ||
     folded.startsWith("x-forwarded-") ||
@@ -112,7 +122,11 @@ export function upstreamRequestHeaders(
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || SET_BY_GATEWAY.has(lower) || named?.has(lower)) continue;
     if (lower.startsWith("tollgate-") || lower === "x-request-id") continue;
-    if (!ctx.peerTrusted && CLIENT_ADDRESS.has(lower)) continue;
+    if (PATH_OVERRIDES.has(lower)) continue;
+    // Only a trusted proxy speaks for what was in front of the gateway: from anyone else every
+    // X-Forwarded-* the gateway does not set itself is a forgery too (a Prefix or Path that
+    // Spring and ASP.NET Core prepend to the path, a Port or Ssl that changes the scheme).
+    if (!ctx.peerTrusted && (CLIENT_ADDRESS.has(lower) || lower.startsWith("x-forwarded-"))) continue;
     // The gateway answers Expect: 100-continue itself, once the limits are decided (undici
     // refuses to send the header anyway).
     if (lower === "expect") continue;

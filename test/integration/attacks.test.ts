@@ -98,6 +98,33 @@ describe("13.17 client-address headers from an untrusted peer are dropped", () =
   });
 });
 
+describe("path-override and forwarding headers an untrusted client sends never reach the upstream", () => {
+  it("X-Original-URL, X-Rewrite-URL, X-Forwarded-Prefix and -Port are dropped; the request line's path is served", async () => {
+    const before = upstream.received.length;
+    const reply = await rawRequest(
+      gw.url,
+      head([
+        "GET /u HTTP/1.1",
+        "Host: x",
+        "Connection: close",
+        "X-Original-URL: /closed",
+        "X-Rewrite-URL: /closed",
+        "x_original_url: /closed",
+        "X-Forwarded-Prefix: /closed",
+        "X-Forwarded-Port: 443",
+        "X-Custom: kept",
+      ]),
+    );
+    expect(reply.status).toBe(200);
+    expect(upstream.received.length).toBe(before + 1);
+    const received = lastReceived();
+    expect(received.url).toBe("/u");
+    const names = received.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+    expect(names.filter((n) => /original|rewrite|prefix|port/.test(n))).toEqual([]);
+    expect(received.headers["x-custom"]).toBe("kept");
+  });
+});
+
 describe("13.8 a JWT subject is not the API-key client of the same name", () => {
   it("sub: bob is the caller jwt:bob: not exempt like client bob, named jwt:bob upstream", async () => {
     const r = await send(gw.url, {
