@@ -174,13 +174,13 @@ export function sharedBy(by: KeyBy, global: boolean): string | undefined {
 
 /**
  * What secret a header carries, if it is a credential: what clients authenticate with, to the
- * gateway or to the upstream (CGI-style `_` spellings fold onto the same header).
+ * gateway or to the upstream (CGI-style `_` spellings, and PHP's `.`, fold onto the same header).
  */
 function secretIn(name: string, apiKeyHeader: string | undefined): string | undefined {
-  const folded = name.replace(/_/g, "-");
+  const folded = name.replace(/[_.]/g, "-");
   if (folded === "authorization") return "bearer keys and JWTs";
   if (folded === "proxy-authorization") return "proxy credentials";
   if (folded === "cookie") return "session cookies";
-  if (apiKeyHeader !== undefined && folded === apiKeyHeader.replace(/_/g, "-")) return "API keys";
+  if (apiKeyHeader !== undefined && folded === apiKeyHeader.replace(/[_.]/g, "-")) return "API keys";
   return undefined;
 }

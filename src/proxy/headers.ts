@@ -22,29 +22,61 @@ const SET_BY_GATEWAY = new Set(["host", "x-forwarded-for", "x-forwarded-proto", 
  * Client-address headers other proxies and CDNs set. Only a trusted proxy may speak for its
  * client: from anyone else they are forgeries an upstream might believe, so they are dropped.
  */
-const CLIENT_ADDRESS = new Set(["forwarded", "x-real-ip", "true-client-ip"]);
+const CLIENT_ADDRESS = new Set([
+  "forwarded",
+  "x-real-ip",
+  "true-client-ip",
+  "x-client-ip",
+  "client-ip",
+  "cf-connecting-ip",
+  "fastly-client-ip",
+  "x-cluster-client-ip",
+  "forwarded-for",
+  "x-forwarded",
+  "x-originating-ip",
+  "x-remote-ip",
+  "x-remote-addr",
+]);
 
 /**
- * Headers that make some upstream frameworks serve another path than the request line's (IIS,
- * Symfony 2-4, Zend and Laminas read X-Original-URL and X-Rewrite-URL): the upstream would serve
- * a route other than the one the gateway matched, authenticated and limited. A front proxy that
- * is trusted for the client's address passes them from its client all the same, so they are
- * dropped from everyone.
+ * Headers that make some upstream frameworks serve another path or method than the request
+ * line's: IIS, Symfony 2-4, Zend and Laminas read X-Original-URL and X-Rewrite-URL; Express's
+ * method-override, Symfony, Laravel and ASP.NET read X-HTTP-Method-Override and its variants
+ * (a POST served as the DELETE a route's `methods` would have refused or limited). The upstream
+ * would serve a route other than the one the gateway matched, authenticated and limited. A
+ * front proxy that is trusted for the client's address passes them from its client all the
+ * same, so they are dropped from everyone.
  */
-const PATH_OVERRIDES = new Set(["x-original-url", "x-rewrite-url"]);
+const REQUEST_OVERRIDES = new Set([
+  "x-original-url",
+  "x-rewrite-url",
+  "x-http-method-override",
+  "x-method-override",
+  "x-http-method",
+]);
 
 /**
- * CGI, WSGI, Rack and PHP name a header `HTTP_` + its name upper-cased with `-` as `_`, so
- * `Tollgate_Client` and `Tollgate-Client` are the same variable to them, and whichever comes
- * last wins. A name with `_` that folds onto a header the gateway owns (identity, forwarding,
- * request id, the API key header, hop-by-hop) is dropped, as nginx drops every such name.
+ * CGI, WSGI, Rack and PHP name a header `HTTP_` + its name upper-cased with `-` as `_` (PHP turns
+ * `.` into `_` as well), so `Tollgate_Client`, `Tollgate.Client` and `Tollgate-Client` are the same
+ * variable to them, and whichever comes last wins. A name with `_` or `.` that folds onto a header
+ * the gateway owns (identity, forwarding, request id, the API key header, hop-by-hop) is dropped,
+ * as nginx drops every name with `_`.
  */
+export function foldHeaderName(lower: string): string {
+  return lower.replace(/[_.]/g, "-");
+}
+
+/** Whether a (lower-case) header name has a spelling some upstream reads as another name. */
+export function hasFoldedSpelling(lower: string): boolean {
+  return lower.includes("_") || lower.includes(".");
+}
+
 function foldsOntoOwned(lower: string, keyHeader: string): boolean {
-  const folded = lower.replace(/_/g, "-");
+  const folded = foldHeaderName(lower);
   return (
     SET_BY_GATEWAY.has(folded) ||
     CLIENT_ADDRESS.has(folded) ||
-    PATH_OVERRIDES.has(folded) ||
+    REQUEST_OVERRIDES.has(folded) ||
     HOP_BY_HOP.has(folded) ||
     folded.startsWith("tollgate-") ||
     folded.startsWith("x-forwarded-") ||
@@ -122,7 +154,7 @@ export function upstreamRequestHeaders(
     const lower = name.toLowerCase();
     if (HOP_BY_HOP.has(lower) || SET_BY_GATEWAY.has(lower) || named?.has(lower)) continue;
     if (lower.startsWith("tollgate-") || lower === "x-request-id") continue;
-    if (PATH_OVERRIDES.has(lower)) continue;
+    if (REQUEST_OVERRIDES.has(lower)) continue;
     // Only a trusted proxy speaks for what was in front of the gateway: from anyone else every
     // X-Forwarded-* the gateway does not set itself is a forgery too (a Prefix or Path that
     // Spring and ASP.NET Core prepend to the path, a Port or Ssl that changes the scheme).
@@ -130,10 +162,10 @@ export function upstreamRequestHeaders(
     // The gateway answers Expect: 100-continue itself, once the limits are decided (undici
     // refuses to send the header anyway).
     if (lower === "expect") continue;
-    if (lower.includes("_") && foldsOntoOwned(lower, ctx.keyHeader)) continue;
+    if (hasFoldedSpelling(lower) && foldsOntoOwned(lower, ctx.keyHeader)) continue;
     if (ctx.hidden?.includes(lower)) continue;
     // A range of the body could leave its usage out: the whole body, uncompressed.
-    if (ctx.identityEncoding && READABLE_BODY_DROPS.has(lower.replaceAll("_", "-"))) continue;
+    if (ctx.identityEncoding && READABLE_BODY_DROPS.has(foldHeaderName(lower))) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   if (ctx.identityEncoding) out.push("accept-encoding", "identity");

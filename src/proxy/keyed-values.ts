@@ -4,11 +4,13 @@
 // request is refused (400) when a keyed field is:
 // - given twice: which copy an upstream reads is its own choice (first, last, all joined);
 // - spelt another way the upstream folds onto it: CGI, WSGI, Rack and PHP read `x_org_id` as
-//   `x-org-id`; frameworks read `MODEL` (ASP.NET) or `model[]` (PHP, Rack) as `model`;
+//   `x-org-id` (PHP `x.org.id` too); frameworks read `MODEL` (ASP.NET) or `model[]` (PHP, Rack)
+//   as `model`, PHP `user.id`, `user id` and `user[id` as `user_id`;
 // - named in Connection: it would be removed as hop-by-hop before the upstream, which would then
 //   serve the request as if it had no value while it was counted under one;
 // - a query value holding a raw `;`: Rack 2, Go before 1.17 and older Python split the query on it.
 // Only routes some limit keys by a header or query parameter pay for this (compile.ts lists them).
+import { foldHeaderName, hasFoldedSpelling } from "./headers.js";
 
 /** The fields of a route its limits key by (CompiledRoute). */
 export interface KeyedFields {
@@ -37,17 +39,17 @@ function headerProblem(keyed: readonly string[], rawHeaders: readonly string[]):
     const lower = rawHeaders[i]!.toLowerCase();
     if (lower === "connection") {
       for (const token of rawHeaders[i + 1]!.split(",")) {
-        const named = token.trim().toLowerCase().replace(/_/g, "-");
+        const named = foldHeaderName(token.trim().toLowerCase());
         if (keyed.includes(named)) {
           return `the request lists ${named} in Connection, which would remove it before the upstream; a limit of this route is kept per its value, so do not list it`;
         }
       }
       continue;
     }
-    const folded = lower.includes("_") ? lower.replace(/_/g, "-") : lower;
+    const folded = hasFoldedSpelling(lower) ? foldHeaderName(lower) : lower;
     if (!keyed.includes(folded)) continue;
     if (folded !== lower) {
-      return `the request carries ${rawHeaders[i]}, which CGI, WSGI, Rack and PHP upstreams read as ${folded}; a limit of this route is kept per ${folded}, so send it under that name only`;
+      return `the request carries ${rawHeaders[i]}, which CGI, WSGI, Rack or PHP upstreams read as ${folded}; a limit of this route is kept per ${folded}, so send it under that name only`;
     }
     seen ??= new Set();
     if (seen.has(folded)) {
@@ -89,10 +91,15 @@ function queryProblem(keyed: readonly string[], query: string): string | undefin
   return undefined;
 }
 
-/** `model`, `MODEL` and `model[]` are one parameter to some framework. */
+/**
+ * `model`, `MODEL` and `model[]` are one parameter to some framework; PHP also drops leading
+ * spaces and reads `.`, a space and a `[` without its `]` as `_`, so `user.id`, `user id`,
+ * `+user_id` and `user[id` are all its `user_id`.
+ */
 function foldName(name: string): string {
-  const lower = name.toLowerCase();
-  return lower.endsWith("[]") ? lower.slice(0, -2) : lower;
+  let lower = name.toLowerCase().replace(/^ +/, "");
+  if (lower.endsWith("[]")) lower = lower.slice(0, -2);
+  return lower.replace(/[. ]/g, "_").replace(/\[(?![^\]]*\])/g, "_");
 }
 
 function decodeComponent(text: string): string {

@@ -48,6 +48,42 @@ describe("headers toward the upstream", () => {
     }
   });
 
+  it("never carry a method override or PHP's dotted spellings of owned headers, from anyone", () => {
+    const raw = [
+      "Host",
+      "gw",
+      "X-HTTP-Method-Override",
+      "DELETE",
+      "X-Method-Override",
+      "DELETE",
+      "X-HTTP-Method",
+      "DELETE",
+      "Tollgate.Client",
+      "bob",
+      "X-Original.URL",
+      "/admin",
+      "x.api.key",
+      "mallory",
+      "X.Forwarded.For",
+      "6.6.6.6",
+      "X.Custom",
+      "kept",
+    ];
+    for (const trusted of [false, true]) {
+      const names = forwarded(raw, trusted).map(([n]) => n);
+      expect(names.filter((n) => /method|\./.test(n))).toEqual(["x.custom"]);
+    }
+  });
+
+  it("carry other client-address headers only from a trusted proxy", () => {
+    const names = ["X-Client-IP", "Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Cluster-Client-IP"];
+    const raw = ["Host", "gw", ...names.flatMap((n) => [n, "6.6.6.6"]), "Forwarded-For", "6.6.6.6"];
+    raw.push("X-Forwarded", "for=6.6.6.6", "X-Originating-IP", "6.6.6.6");
+    const lower = [...names, "Forwarded-For", "X-Forwarded", "X-Originating-IP"].map((n) => n.toLowerCase());
+    expect(forwarded(raw, false).filter(([n]) => lower.includes(n))).toEqual([]);
+    expect(forwarded(raw, true).filter(([n]) => lower.includes(n))).toHaveLength(lower.length);
+  });
+
   it("carry another X-Forwarded-* (Prefix, Port, Ssl) only from a trusted proxy", () => {
     const raw = [
       "Host",
@@ -81,15 +117,19 @@ describe("headers toward the upstream", () => {
       "x-forwarded-port",
       "tollgate-client",
       "forwarded",
+      "x-http-method-override",
+      "x-api-key",
     );
-    // Each dangerous name in a random case, with `-` or `_`, among ordinary token names.
+    // Each dangerous name in a random case, with `-`, `_` or `.`, among ordinary token names.
     const name = fc.oneof(
       fc
-        .tuple(dangerous, fc.array(fc.boolean(), { minLength: 24, maxLength: 24 }), fc.boolean())
-        .map(([n, upper, underscore]) =>
-          [...(underscore ? n.replaceAll("-", "_") : n)]
-            .map((c, i) => (upper[i] ? c.toUpperCase() : c))
-            .join(""),
+        .tuple(
+          dangerous,
+          fc.array(fc.boolean(), { minLength: 24, maxLength: 24 }),
+          fc.constantFrom("-", "_", "."),
+        )
+        .map(([n, upper, separator]) =>
+          [...n.replaceAll("-", separator)].map((c, i) => (upper[i] ? c.toUpperCase() : c)).join(""),
         ),
       fc.stringMatching(/^[A-Za-z][A-Za-z0-9-]{0,15}$/),
     );
@@ -99,8 +139,10 @@ describe("headers toward the upstream", () => {
         (pairs) => {
           const out = forwarded(["Host", "gw", ...pairs.flat()], false);
           for (const [n] of out) {
-            const folded = n.replaceAll("_", "-");
-            expect(folded === "x-original-url" || folded === "x-rewrite-url").toBe(false);
+            const folded = n.replace(/[_.]/g, "-");
+            expect(["x-original-url", "x-rewrite-url", "x-http-method-override"]).not.toContain(folded);
+            // The API key header itself is forwarded (without hide_credentials); no other spelling.
+            if (folded === "x-api-key") expect(n).toBe("x-api-key");
             if (folded.startsWith("x-forwarded-")) {
               expect(n).toBe(folded);
               expect(GATEWAY_SETS).toContain(n);
@@ -110,10 +152,10 @@ describe("headers toward the upstream", () => {
           const own = Object.fromEntries(out.filter(([n]) => GATEWAY_SETS.includes(n)));
           expect(own["x-forwarded-for"]).toBe("192.0.2.1");
           expect(out.filter(([n]) => n === "x-forwarded-for")).toHaveLength(1);
-          expect(out.filter(([n]) => n.replaceAll("_", "-") === "forwarded")).toHaveLength(0);
+          expect(out.filter(([n]) => n.replace(/[_.]/g, "-") === "forwarded")).toHaveLength(0);
           expect(
             out
-              .filter(([n]) => n.replaceAll("_", "-").startsWith("tollgate-"))
+              .filter(([n]) => n.replace(/[_.]/g, "-").startsWith("tollgate-"))
               .map(([n]) => n)
               .sort(),
           ).toEqual(["tollgate-client", "tollgate-plan"]);
