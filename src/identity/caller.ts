@@ -5,7 +5,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import type { CompiledPlan, Runtime } from "../config/compile.js";
 import { identifyAnonymous } from "./anonymous.js";
 import { apiKeyBearer, apiKeyHeader, type StoredKeyLookup } from "./api-key.js";
-import { jwtBearer } from "./jwt.js";
+import { jwtBearer, jwtBesideKey } from "./jwt.js";
 
 export type Caller =
   | {
@@ -75,7 +75,8 @@ export interface IdentitySource {
 /**
  * The first source that claims the request answers it:
  * - the API key header wins over Authorization: a request that carries both is the key's
- *   client, and its Authorization header goes upstream unread;
+ *   client, and its Authorization header goes upstream; a JWT there is verified all the same
+ *   (jwtBesideKey), and one that fails fails the request as it would alone;
  * - a Bearer token is a JWT when the config has identity.jwt, unless API keys may also come as
  *   bearer tokens and this one does not look like a JWT: then, and whenever there is no
  *   identity.jwt, it is an API key if `bearer: true`;
@@ -99,7 +100,15 @@ export function identifyCaller(
   // optimises the function (for…of asks the array for an iterator).
   for (let i = 0; i < PRECEDENCE.length; i++) {
     const answer = PRECEDENCE[i]!.identify(headers, ipKey, rt, stored);
-    if (answer !== undefined) return answer;
+    if (answer === undefined) continue;
+    if (PRECEDENCE[i] !== apiKeyHeader || headers.authorization === undefined) return answer;
+    // A key that fails refuses the request whatever the token says.
+    if (!(answer instanceof Promise) && !answer.ok) return answer;
+    const token = jwtBesideKey(headers, ipKey, rt);
+    if (token === undefined) return answer;
+    return Promise.all([answer, token]).then(([byKey, byToken]) =>
+      byKey.ok && !byToken.ok ? byToken : byKey,
+    );
   }
   return identifyAnonymous(ipKey, rt);
 }

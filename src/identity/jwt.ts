@@ -3,6 +3,7 @@
 // verification is the only per-request work, and a verified token is remembered until it expires
 // so a caller's repeat requests cost a map lookup.
 import { createPublicKey, createSecretKey, type KeyObject } from "node:crypto";
+import type { IncomingHttpHeaders } from "node:http";
 import {
   createLocalJWKSet,
   decodeProtectedHeader,
@@ -47,6 +48,27 @@ export const jwtBearer: IdentitySource = {
     return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
   },
 };
+
+/**
+ * A token shaped like a JWT beside the API key that names the caller, verified as if it stood
+ * alone (undefined: no identity.jwt, or no such token). The request stays the key's, and its
+ * Authorization goes upstream (unless the route hides credentials): unread, a forged token (alg
+ * none, sub admin) would reach an upstream that trusts the gateway to verify its JWTs, beside
+ * the cheapest API key. Another bearer value (an upstream's own opaque token) is not the
+ * gateway's to read.
+ */
+export function jwtBesideKey(
+  headers: IncomingHttpHeaders,
+  ipKey: string,
+  rt: Runtime,
+): Promise<Identification> | undefined {
+  const jwt = rt.identity.jwt;
+  const auth = headers.authorization;
+  if (jwt === undefined || auth === undefined) return undefined;
+  const token = bearerToken(auth);
+  if (token === undefined || !JWT_SHAPE.test(token)) return undefined;
+  return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
+}
 
 /** A verified token's caller on its plan (the token's, else identity.jwt.default_plan). */
 function jwtCaller(result: JwtResult, ipKey: string, rt: Runtime): Identification {

@@ -294,7 +294,7 @@ describe("13.15 an Authorization the gateway cannot read", () => {
 });
 
 describe("13.20 hide_credentials", () => {
-  it("an Authorization beside the API key was not read, so it is the upstream's and stays", async () => {
+  it("an Authorization beside the API key (a valid JWT, verified) is the upstream's and stays", async () => {
     await send(gw.url, {
       path: "/hidden",
       headers: { "x-api-key": "key-alice", authorization: `Bearer ${hs256({ sub: "carol" })}` },

@@ -105,9 +105,24 @@ describe("JWT callers", () => {
     const r = await send(gw.url, { path: "/x", headers });
     expect(r.status).toBe(200);
     expect(upstream.received.at(-1)!.headers["tollgate-client"]).toBe("keyed");
-    // Even beside an invalid JWT: the key decides, the JWT is not read.
-    const withBad = { authorization: "Bearer not-a-jwt", "x-api-key": "the-api-key" };
-    expect((await send(gw.url, { path: "/x", headers: withBad })).status).toBe(200);
+    // Beside a bearer value that is not a JWT (an upstream's own token): the key decides, the
+    // value is not the gateway's to read, and goes upstream.
+    const withOpaque = { authorization: "Bearer not-a-jwt", "x-api-key": "the-api-key" };
+    expect((await send(gw.url, { path: "/x", headers: withOpaque })).status).toBe(200);
+    expect(upstream.received.at(-1)!.headers.authorization).toBe("Bearer not-a-jwt");
+  });
+
+  it("a forged JWT beside a valid API key is a 401: never forwarded unread", async () => {
+    const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString("base64url");
+    const forged = `${b64({ alg: "none", typ: "JWT" })}.${b64({ sub: "admin", iss: "https://auth.example.com", aud: "api" })}.`;
+    const before = upstream.received.length;
+    const r = await send(gw.url, {
+      path: "/x",
+      headers: { authorization: `Bearer ${forged}`, "x-api-key": "the-api-key" },
+    });
+    expect(r.status).toBe(401);
+    expect(r.json<{ detail: string }>().detail).toContain("alg: none");
+    expect(upstream.received.length).toBe(before);
   });
 });
 

@@ -54,6 +54,8 @@ function token(claims: Record<string, unknown>, secret = SECRET): string {
   return `${body}.${createHmac("sha256", secret).update(body).digest("base64url")}`;
 }
 const BOB = `Bearer ${token({ sub: "bob" })}`;
+/** Unsigned (alg none), claiming to be an admin: never the gateway's to forward unread. */
+const FORGED = `Bearer ${Buffer.from('{"alg":"none","typ":"JWT"}').toString("base64url")}.${Buffer.from('{"sub":"admin","role":"superuser"}').toString("base64url")}.`;
 
 const KEYS = runtime({});
 const BEARER_KEYS = runtime({ bearer: true });
@@ -86,10 +88,32 @@ const failure = (reason: IdentificationFailure, detail?: string): Expected => ({
 const RULES: [string, Runtime, IncomingHttpHeaders, Expected, boolean][] = [
   // The API key header wins over Authorization.
   ["key header alone", KEYS, { "x-api-key": "key-alice" }, alice(), false],
+  // A JWT beside the key is verified all the same (a promise): the request stays the key's.
   [
     "key header over a valid JWT",
     JWT_AND_KEYS,
     { "x-api-key": "key-alice", authorization: BOB },
+    alice(),
+    true,
+  ],
+  [
+    "key header beside a forged JWT: refused as the JWT alone would be",
+    JWT_AND_KEYS,
+    { "x-api-key": "key-alice", authorization: FORGED },
+    failure("invalid_jwt"),
+    true,
+  ],
+  [
+    "unknown key header under on_unknown: anonymous, beside a forged JWT: refused",
+    UNKNOWN_ANONYMOUS,
+    { "x-api-key": "nope", authorization: FORGED },
+    failure("invalid_jwt"),
+    true,
+  ],
+  [
+    "key header beside an upstream's own opaque bearer token: not the gateway's to read",
+    JWT_AND_KEYS,
+    { "x-api-key": "key-alice", authorization: "Bearer sk-upstream-0123456789" },
     alice(),
     false,
   ],
@@ -115,11 +139,11 @@ const RULES: [string, Runtime, IncomingHttpHeaders, Expected, boolean][] = [
     false,
   ],
   [
-    "unknown key header under on_unknown: anonymous, the JWT beside it unread",
+    "unknown key header under on_unknown: anonymous, the valid JWT beside it verified",
     UNKNOWN_ANONYMOUS,
     { "x-api-key": "nope", authorization: BOB },
     anonymous("anonymous"),
-    false,
+    true,
   ],
   [
     "key header sent twice",
