@@ -4,15 +4,19 @@
 import type { Identification } from "./caller.js";
 
 const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
-/** Any Authorization in the Bearer scheme, readable or not. */
-const BEARER_SCHEME = /^Bearer(?:[ \t]|$)/i;
+/**
+ * Any Authorization holding a Bearer credential, readable or not: first, or after a comma in a
+ * list of credentials (`Basic …, Bearer <jwt>`), where Laravel's bearerToken() and others find
+ * one. Such a header is readable only as exactly `Bearer <token>`.
+ */
+const BEARER_SCHEME = /(?:^|,)[ \t]*Bearer(?:[ \t]|$)/i;
 
 /** The token of a readable Bearer credential; undefined for other schemes and unreadable ones. */
 export function bearerToken(authorization: string): string | undefined {
   return BEARER.exec(authorization)?.[1];
 }
 
-/** Whether the Authorization is in the Bearer scheme at all (`Bearer a b` and `Bearer` alone are). */
+/** Whether the Authorization holds a Bearer credential at all (`Bearer a b`, `Bearer` alone, `Basic x, Bearer y`). */
 export function isBearerScheme(authorization: string): boolean {
   return BEARER_SCHEME.test(authorization);
 }

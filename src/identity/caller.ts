@@ -106,6 +106,8 @@ export function identifyCaller(
     if (!(answer instanceof Promise) && !answer.ok) return answer;
     const token = jwtBesideKey(headers, ipKey, rt);
     if (token === undefined) return answer;
+    if (!(token instanceof Promise) && !(answer instanceof Promise))
+      return answer.ok && !token.ok ? token : answer;
     return Promise.all([answer, token]).then(([byKey, byToken]) =>
       byKey.ok && !byToken.ok ? byToken : byKey,
     );

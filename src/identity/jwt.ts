@@ -54,19 +54,23 @@ export const jwtBearer: IdentitySource = {
  * alone (undefined: no identity.jwt, or no such token). The request stays the key's, and its
  * Authorization goes upstream (unless the route hides credentials): unread, a forged token (alg
  * none, sub admin) would reach an upstream that trusts the gateway to verify its JWTs, beside
- * the cheapest API key. Another bearer value (an upstream's own opaque token) is not the
- * gateway's to read.
+ * the cheapest API key. A bearer value without a dot (an upstream's own opaque token) is not the
+ * gateway's to read; one with a dot is verified, and an unreadable Bearer is a 401.
  */
 export function jwtBesideKey(
   headers: IncomingHttpHeaders,
   ipKey: string,
   rt: Runtime,
-): Promise<Identification> | undefined {
+): Identification | Promise<Identification> | undefined {
   const jwt = rt.identity.jwt;
   const auth = headers.authorization;
   if (jwt === undefined || auth === undefined) return undefined;
   const token = bearerToken(auth);
-  if (token === undefined || !JWT_SHAPE.test(token)) return undefined;
+  // `Bearer <jwt> junk`, `Bearer x, Bearer <jwt>`: some upstream parsers still find the token.
+  if (token === undefined) return isBearerScheme(auth) ? malformedBearer() : undefined;
+  // Any dotted value is taken for a token: decoders read padded, standard-alphabet and quoted
+  // forms that JWT_SHAPE does not match.
+  if (!token.includes(".")) return undefined;
   return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
 }
 

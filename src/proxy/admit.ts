@@ -16,7 +16,7 @@ import { formatIp } from "../identity/ip.js";
 import { ipKeyFor, socketPeer } from "../identity/peer.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { type Admitted, type ProxyEnv, Refusal, type RequestContext } from "./context.js";
-import { keyedValueProblem } from "./keyed-values.js";
+import { keyedValueProblem, methodOverrideProblem } from "./keyed-values.js";
 
 export type Admission = Admitted | Refusal;
 
@@ -76,6 +76,8 @@ export function admit(ctx: RequestContext, env: AdmitEnv): Admission | Promise<A
     const ambiguous = keyedValueProblem(route, req.rawHeaders, target.query);
     if (ambiguous) return new Refusal("bad_request", "bad_request", ambiguous);
   }
+  const override = methodOverrideProblem(target.query);
+  if (override) return new Refusal("bad_request", "bad_request", override);
 
   const peer = socketPeer(req.socket);
   if (!peer) return NO_PEER;

@@ -36,6 +36,17 @@ const CLIENT_ADDRESS = new Set([
   "x-originating-ip",
   "x-remote-ip",
   "x-remote-addr",
+  "x-real-client-ip",
+  "x-original-forwarded-for",
+  "x-envoy-external-address",
+  "x-appengine-user-ip",
+  "x-azure-clientip",
+  "x-proxyuser-ip",
+  "cf-pseudo-ipv4",
+  // What the request was addressed to and how: X-Forwarded-Host and -Proto by other names.
+  "x-original-host",
+  "x-host",
+  "front-end-https",
 ]);
 
 /**
@@ -49,6 +60,8 @@ const CLIENT_ADDRESS = new Set([
  */
 const REQUEST_OVERRIDES = new Set([
   "x-original-url",
+  "x-original-uri",
+  "x-envoy-original-path",
   "x-rewrite-url",
   "x-http-method-override",
   "x-method-override",

@@ -92,14 +92,39 @@ function queryProblem(keyed: readonly string[], query: string): string | undefin
 }
 
 /**
+ * A `_method` query parameter, in any spelling PHP reads as it: Laravel and Symfony serve a POST
+ * as the method it names, past the route (and the limits) the gateway matched for the request
+ * line's method. (A `_method` in a form body is the upstream's to ignore: the gateway does not
+ * read bodies; README says so.)
+ */
+export function methodOverrideProblem(query: string): string | undefined {
+  if (query.length < 2) return undefined;
+  for (const pair of query.slice(1).split(/[&;]/)) {
+    const eq = pair.indexOf("=");
+    const name = decodeComponent(eq === -1 ? pair : pair.slice(0, eq));
+    if (foldName(name) === "_method") {
+      return `the query parameter "${name}" asks some frameworks to serve the request as another method than the request line's; send the method itself`;
+    }
+  }
+  return undefined;
+}
+
+/**
  * `model`, `MODEL` and `model[]` are one parameter to some framework; PHP also drops leading
- * spaces and reads `.`, a space and a `[` without its `]` as `_`, so `user.id`, `user id`,
- * `+user_id` and `user[id` are all its `user_id`.
+ * spaces, ends a name at a NUL, reads `user_id[0]` as an array under `user_id`, and `.`, a space
+ * and a `[` without its `]` as `_`, so `user.id`, `user id`, `+user_id`, `user[id`,
+ * `user_id%00x` and `user_id[0]` are all its `user_id`.
  */
 function foldName(name: string): string {
-  let lower = name.toLowerCase().replace(/^ +/, "");
-  if (lower.endsWith("[]")) lower = lower.slice(0, -2);
-  return lower.replace(/[. ]/g, "_").replace(/\[(?![^\]]*\])/g, "_");
+  let lower = name.toLowerCase();
+  // PHP reads a name as a C string: `user_id%00junk` is its `user_id`.
+  const nul = lower.indexOf("\0");
+  if (nul !== -1) lower = lower.slice(0, nul);
+  lower = lower.replace(/^ +/, "");
+  // `user_id[]`, `user_id[0]`, `user_id[a]`: PHP's array under the name before the bracket.
+  const open = lower.indexOf("[");
+  if (open > 0 && lower.indexOf("]", open) !== -1) lower = lower.slice(0, open);
+  return lower.replace(/[. []/g, "_");
 }
 
 function decodeComponent(text: string): string {

@@ -130,6 +130,16 @@ describe("path-override and forwarding headers an untrusted client sends never r
   });
 });
 
+describe("a method override in the query never reaches the upstream", () => {
+  it("POST /u?_method=DELETE is a 400 (Laravel and Symfony would serve it as a DELETE)", async () => {
+    const before = upstream.received.length;
+    const r = await send(gw.url, { method: "POST", path: "/u?_method=DELETE", body: "" });
+    expect(r.status).toBe(400);
+    expect(r.json<{ detail: string }>().detail).toContain("another method");
+    expect(upstream.received.length).toBe(before);
+  });
+});
+
 describe("13.8 a JWT subject is not the API-key client of the same name", () => {
   it("sub: bob is the caller jwt:bob: not exempt like client bob, named jwt:bob upstream", async () => {
     const r = await send(gw.url, {

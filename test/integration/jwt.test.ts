@@ -122,6 +122,19 @@ describe("JWT callers", () => {
     });
     expect(r.status).toBe(401);
     expect(r.json<{ detail: string }>().detail).toContain("alg: none");
+    // Shapes some upstream parsers still read a token from: after junk, behind another
+    // credential in a list, padded base64.
+    for (const authorization of [
+      `Bearer ${forged} x`,
+      `Basic Zm9vOmJhcg==, Bearer ${forged}`,
+      `Bearer ${forged.replaceAll(".", "=.")}`,
+    ]) {
+      const refused = await send(gw.url, {
+        path: "/x",
+        headers: { authorization, "x-api-key": "the-api-key" },
+      });
+      expect(refused.status).toBe(401);
+    }
     expect(upstream.received.length).toBe(before);
   });
 });

@@ -78,8 +78,24 @@ describe("headers toward the upstream", () => {
   it("carry other client-address headers only from a trusted proxy", () => {
     const names = ["X-Client-IP", "Client-IP", "CF-Connecting-IP", "Fastly-Client-IP", "X-Cluster-Client-IP"];
     const raw = ["Host", "gw", ...names.flatMap((n) => [n, "6.6.6.6"]), "Forwarded-For", "6.6.6.6"];
-    raw.push("X-Forwarded", "for=6.6.6.6", "X-Originating-IP", "6.6.6.6");
-    const lower = [...names, "Forwarded-For", "X-Forwarded", "X-Originating-IP"].map((n) => n.toLowerCase());
+    raw.push(
+      "X-Forwarded",
+      "for=6.6.6.6",
+      "X-Originating-IP",
+      "6.6.6.6",
+      "X-Envoy-External-Address",
+      "6.6.6.6",
+    );
+    raw.push("X-Host", "admin.internal", "Front-End-Https", "on");
+    const lower = [
+      ...names,
+      "Forwarded-For",
+      "X-Forwarded",
+      "X-Originating-IP",
+      "X-Envoy-External-Address",
+      "X-Host",
+      "Front-End-Https",
+    ].map((n) => n.toLowerCase());
     expect(forwarded(raw, false).filter(([n]) => lower.includes(n))).toEqual([]);
     expect(forwarded(raw, true).filter(([n]) => lower.includes(n))).toHaveLength(lower.length);
   });

@@ -124,11 +124,41 @@ const RULES: [string, Runtime, IncomingHttpHeaders, Expected, boolean][] = [
     alice(),
     false,
   ],
+  // With identity.jwt, an unreadable Bearer beside the key is refused as it would be alone:
+  // upstream parsers still find a token in `Bearer <jwt> junk` or `Basic x, Bearer <jwt>`.
   [
-    "key header over a malformed Bearer",
+    "key header beside a malformed Bearer",
     JWT_AND_BEARER_KEYS,
     { "x-api-key": "key-alice", authorization: "Bearer a b" },
-    alice(),
+    failure("malformed_credential"),
+    false,
+  ],
+  [
+    "key header beside a forged JWT followed by junk",
+    JWT_AND_KEYS,
+    { "x-api-key": "key-alice", authorization: `${FORGED} x` },
+    failure("malformed_credential"),
+    false,
+  ],
+  [
+    "key header beside a Bearer behind another credential in a list",
+    JWT_AND_KEYS,
+    { "x-api-key": "key-alice", authorization: `Basic Zm9vOmJhcg==, ${FORGED}` },
+    failure("malformed_credential"),
+    false,
+  ],
+  [
+    "key header beside a forged JWT in padded base64",
+    JWT_AND_KEYS,
+    { "x-api-key": "key-alice", authorization: "Bearer eyJhbGciOiJub25lIn0=.eyJzdWIiOiJhZG1pbiJ9=." },
+    failure("invalid_jwt"),
+    true,
+  ],
+  [
+    "no key, a Bearer behind another credential in a list",
+    JWT_ONLY,
+    { authorization: `Basic Zm9vOmJhcg==, ${FORGED}` },
+    failure("malformed_credential"),
     false,
   ],
   [

@@ -2,7 +2,7 @@
 // under another value than the one counted (proxy/keyed-values.ts).
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { keyedValueProblem } from "../../src/proxy/keyed-values.js";
+import { keyedValueProblem, methodOverrideProblem } from "../../src/proxy/keyed-values.js";
 
 const route = { keyedHeaders: ["x-org-id", "x-model"], keyedQuery: ["model"] };
 const raw = (...pairs: [string, string][]) => pairs.flat();
@@ -81,6 +81,10 @@ describe("keyed values an upstream could read differently", () => {
     ["user[id=u1"],
     ["%20user_id=u1"],
     ["USER.ID=u1"],
+    ["user_id%00=u1"],
+    ["user_id%00junk=u1"],
+    ["user_id[0]=u1"],
+    ["user_id[a]=u1"],
   ])("refuse ?user_id=u2&%s: PHP reads that name as user_id too", (other) => {
     const perUser = { keyedHeaders: [], keyedQuery: ["user_id"] };
     expect(keyedValueProblem(perUser, [], `?user_id=u2&${other}`)).toMatch(/read as "user_id"/);
@@ -155,5 +159,20 @@ describe("keyed values an upstream could read differently", () => {
       ),
       { numRuns: 2000 },
     );
+  });
+
+  it.each([
+    ["?_method=DELETE"],
+    ["?a=1&_METHOD=put"],
+    ["?%5Fmethod=DELETE"],
+    ["?.method=DELETE"],
+    ["?_method[]=x"],
+    ["?_method"],
+  ])("refuse %s: a method override some frameworks honour", (query) => {
+    expect(methodOverrideProblem(query)).toMatch(/another method/);
+  });
+
+  it.each([[""], ["?"], ["?method=x"], ["?my_method=x"], ["?a=_method"]])("pass %s", (query) => {
+    expect(methodOverrideProblem(query)).toBeUndefined();
   });
 });
