@@ -50,8 +50,8 @@ export const jwtBearer: IdentitySource = {
 };
 
 /**
- * A token shaped like a JWT beside the API key that names the caller, verified as if it stood
- * alone (undefined: no identity.jwt, or no such token). The request stays the key's, and its
+ * The bearer token beside the API key that names the caller, verified as a JWT as if it stood
+ * alone (undefined: no identity.jwt, no Bearer, or a value without a dot). The request stays the key's, and its
  * Authorization goes upstream (unless the route hides credentials): unread, a forged token (alg
  * none, sub admin) would reach an upstream that trusts the gateway to verify its JWTs, beside
  * the cheapest API key. A bearer value without a dot (an upstream's own opaque token) is not the
