@@ -91,6 +91,8 @@ function queryProblem(keyed: readonly string[], query: string): string | undefin
   return undefined;
 }
 
+const MAY_NAME_METHOD = /method|%/i;
+
 /**
  * A `_method` query parameter, in any spelling PHP reads as it: Laravel and Symfony serve a POST
  * as the method it names, past the route (and the limits) the gateway matched for the request
@@ -98,7 +100,9 @@ function queryProblem(keyed: readonly string[], query: string): string | undefin
  * read bodies; README says so.)
  */
 export function methodOverrideProblem(query: string): string | undefined {
-  if (query.length < 2) return undefined;
+  // On every request with a query: parsed only when a name could spell it (`method` written
+  // out in some case, or hidden behind a percent-escape).
+  if (query.length < 2 || !MAY_NAME_METHOD.test(query)) return undefined;
   for (const pair of query.slice(1).split(/[&;]/)) {
     const eq = pair.indexOf("=");
     const name = decodeComponent(eq === -1 ? pair : pair.slice(0, eq));
