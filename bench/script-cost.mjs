@@ -5,6 +5,9 @@
 // per request is reported (INFO commandstats: the script's execution; INFO cpu: all of Redis,
 // parsing and replies included), median of several passes.
 //
+// Then what each command a script may use costs it on that idle Redis, per key: the floor under
+// any script that writes one key per limit (docs/scaling.md).
+//
 // BENCH_SCRIPT_FILES: a comma-separated list of other Lua files (a variant of the composed
 // check.lua, to see what a change would save), replayed in alternation with the real script on
 // the same calls. Linux and wrk only.
@@ -89,7 +92,44 @@ try {
       `  ${s.name.padEnd(40)} script ${median(s.script).toFixed(2)} µs/req  Redis CPU ${median(s.cpu).toFixed(2)} µs/req${s === scripts[0] ? "" : `  ${vsFirst.toFixed(2)}× check.lua`}`,
     );
   }
+  await commandCosts(redis);
   redis.disconnect();
 } finally {
   killAll();
+}
+
+/**
+ * µs per key of each command a script issues, from scripts that issue it for each of 34 existing
+ * keys, less a script that only returns: median of 5 × 1,000 calls on the idle Redis.
+ */
+async function commandCosts(redis) {
+  const keys = Array.from({ length: 34 }, (_, i) => `cost{bench}:${i}`);
+  for (const k of keys) await redis.set(k, "1764612345678.123", "PX", 600_000);
+  const loops = (body) => `for i = 1, #KEYS do ${body} end return 1`;
+  const probes = [
+    ["an EVALSHA that only returns (per call)", "return 1"],
+    ["MGET, per key", "redis.call('MGET', unpack(KEYS)) return 1"],
+    ["GET", loops("redis.call('GET', KEYS[i])")],
+    ["SET … KEEPTTL", loops("redis.call('SET', KEYS[i], '1764612345678.123', 'KEEPTTL')")],
+    ["SET … PX", loops("redis.call('SET', KEYS[i], '1764612345678.123', 'PX', 600000)")],
+    ["string.format('%.17g')", loops("local s = string.format('%.17g', 1764612345678.123 + i)")],
+  ];
+  const perCall = [];
+  for (const [, lua] of probes) {
+    const sha = await redis.script("LOAD", lua);
+    for (let i = 0; i < 200; i++) await redis.evalsha(sha, keys.length, ...keys);
+    const samples = [];
+    for (let pass = 0; pass < 5; pass++) {
+      await redis.config("RESETSTAT");
+      await Promise.all(Array.from({ length: 1000 }, () => redis.evalsha(sha, keys.length, ...keys)));
+      const stats = await redis.info("commandstats");
+      samples.push(Number(/cmdstat_evalsha:calls=\d+,usec=\d+,usec_per_call=([\d.]+)/.exec(stats)[1]));
+    }
+    perCall.push(median(samples));
+  }
+  console.log(`\nwhat a script pays Redis per key it touches (${keys.length} keys a call, idle Redis):`);
+  probes.forEach(([name], i) => {
+    const us = i === 0 ? perCall[0] : (perCall[i] - perCall[0]) / keys.length;
+    console.log(`  ${name.padEnd(42)} ${us.toFixed(2)} µs`);
+  });
 }
