@@ -18,8 +18,9 @@ function slow(name: string, groupOrder: number, globalSetup: string[]): TestProj
       fileParallelism: false,
       // One worker runs the project's files in turn with its modules loaded once, instead of a
       // fresh process importing src/ and the test helpers again for every file (about 30 s of the
-      // suite). Each file closes what it started in its own hooks, so nothing it leaves behind
-      // reaches the next one; a file that did leak a server or a timer would now show it.
+      // suite). Each file closes what it started in its own hooks. One that leaked a server, a
+      // timer or a redis-server would now run on into the files after it: a failure that follows
+      // a file around when the order changes is where to look.
       isolate: false,
     },
   };
