@@ -4,6 +4,7 @@
 // named like a plan limit, and a client override that would resize a budget other callers share.
 // key-by.ts parses each part; these checks relate it to the rest of the file.
 
+import { foldHeaderName } from "../http/header-names.js";
 import { type KeyBy, type KeyPart, parseKeyBy, partText } from "../limits/key-by.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import type { CheckableConfig, Invalid } from "./checks.js";
@@ -177,10 +178,10 @@ export function sharedBy(by: KeyBy, global: boolean): string | undefined {
  * gateway or to the upstream (CGI-style `_` spellings, and PHP's `.`, fold onto the same header).
  */
 function secretIn(name: string, apiKeyHeader: string | undefined): string | undefined {
-  const folded = name.replace(/[_.]/g, "-");
+  const folded = foldHeaderName(name);
   if (folded === "authorization") return "bearer keys and JWTs";
   if (folded === "proxy-authorization") return "proxy credentials";
   if (folded === "cookie") return "session cookies";
-  if (apiKeyHeader !== undefined && folded === apiKeyHeader.replace(/[_.]/g, "-")) return "API keys";
+  if (apiKeyHeader !== undefined && folded === foldHeaderName(apiKeyHeader)) return "API keys";
   return undefined;
 }

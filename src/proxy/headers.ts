@@ -1,7 +1,9 @@
 // Header hygiene in both directions (RFC 9110 §7.6.1): hop-by-hop headers and those named in
 // Connection stay on their hop; the client cannot speak for the gateway (Tollgate-*) nor for
 // proxies it is not behind (X-Forwarded-*).
+
 import type { IncomingHttpHeaders, ServerResponse } from "node:http";
+import { foldHeaderName, hasFoldedSpelling } from "../http/header-names.js";
 
 const HOP_BY_HOP = new Set([
   "connection",
@@ -69,21 +71,10 @@ const REQUEST_OVERRIDES = new Set([
 ]);
 
 /**
- * CGI, WSGI, Rack and PHP name a header `HTTP_` + its name upper-cased with `-` as `_` (PHP turns
- * `.` into `_` as well), so `Tollgate_Client`, `Tollgate.Client` and `Tollgate-Client` are the same
- * variable to them, and whichever comes last wins. A name with `_` or `.` that folds onto a header
- * the gateway owns (identity, forwarding, request id, the API key header, hop-by-hop) is dropped,
- * as nginx drops every name with `_`.
+ * A name with `_` or `.` that folds onto a header the gateway owns (identity, forwarding, request
+ * id, the API key header, hop-by-hop) is dropped (http/header-names.ts: some upstreams read it as
+ * that header), as nginx drops every name with `_`.
  */
-export function foldHeaderName(lower: string): string {
-  return lower.replace(/[_.]/g, "-");
-}
-
-/** Whether a (lower-case) header name has a spelling some upstream reads as another name. */
-export function hasFoldedSpelling(lower: string): boolean {
-  return lower.includes("_") || lower.includes(".");
-}
-
 function foldsOntoOwned(lower: string, keyHeader: string): boolean {
   const folded = foldHeaderName(lower);
   return (

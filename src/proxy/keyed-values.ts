@@ -10,7 +10,7 @@
 //   serve the request as if it had no value while it was counted under one;
 // - a query value holding a raw `;`: Rack 2, Go before 1.17 and older Python split the query on it.
 // Only routes some limit keys by a header or query parameter pay for this (compile.ts lists them).
-import { foldHeaderName, hasFoldedSpelling } from "./headers.js";
+import { foldHeaderName, hasFoldedSpelling } from "../http/header-names.js";
 
 /** The fields of a route its limits key by (CompiledRoute). */
 export interface KeyedFields {
