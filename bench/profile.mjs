@@ -18,6 +18,10 @@
 //
 //   BENCH_PROFILE_SECONDS (8)  BENCH_CONNECTIONS (64)  BENCH_WARMUP_SECONDS (10)
 //   BENCH_PROFILE_DIR (a temporary folder)
+//   BENCH_PROFILE_LIMITS (redis): redis, memory or none (the pipeline with no limit to check)
+//   BENCH_PROFILE_AGAINST (passthrough): passthrough, or floor (the passthrough with one batched
+//     Redis round trip per request, bench/floor-peer.mjs: what tollgate adds to the least work
+//     a limiter on Redis does)
 import { once } from "node:events";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -27,6 +31,7 @@ import {
   hasWrk,
   killAll,
   startBenchGateway,
+  startFloor,
   startPassthrough,
   startRedis,
   startUpstream,
@@ -36,6 +41,8 @@ import {
 const SECONDS = Number(process.env.BENCH_PROFILE_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 10);
+const LIMITS = process.env.BENCH_PROFILE_LIMITS ?? "redis";
+const AGAINST = process.env.BENCH_PROFILE_AGAINST ?? "passthrough";
 const dir = process.env.BENCH_PROFILE_DIR ?? mkdtempSync(join(tmpdir(), "tollgate-profile-"));
 
 if (!hasWrk) {
@@ -51,15 +58,22 @@ const table = (rows, n = rows.length) =>
 
 if (perfWorks()) {
   try {
-    const storeUrl = await startRedis();
+    const redisUrl = LIMITS === "redis" || AGAINST === "floor" ? await startRedis() : undefined;
+    const storeUrl = LIMITS === "redis" ? redisUrl : "memory://";
     const upstream = await startUpstream();
     process.env.BENCH_GATEWAY_NODE_ARGS = NODE_PROF_ARGS.join(" ");
-    const gateway = await startBenchGateway({ storeUrl, upstream, cwd: dir });
-    const bare = await startPassthrough(upstream, NODE_PROF_ARGS, dir);
+    const gateway = await startBenchGateway({ storeUrl, upstream, cwd: dir, limited: LIMITS !== "none" });
+    const bare =
+      AGAINST === "floor"
+        ? await startFloor(upstream, redisUrl, NODE_PROF_ARGS, dir)
+        : await startPassthrough(upstream, NODE_PROF_ARGS, dir);
     const profiles = [];
     for (const [name, target] of [
-      ["tollgate on Redis", gateway],
-      ["undici passthrough", bare],
+      [
+        LIMITS === "none" ? "tollgate, no limit" : `tollgate on ${LIMITS === "redis" ? "Redis" : "memory"}`,
+        gateway,
+      ],
+      [AGAINST === "floor" ? "floor (passthrough + batched Redis read/write)" : "undici passthrough", bare],
     ]) {
       wrk(target.url, WARMUP_SECONDS, CONNECTIONS);
       const { result, samples } = await recordStacks(

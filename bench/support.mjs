@@ -77,6 +77,19 @@ export async function startPassthrough(upstream, nodeArgs = [], cwd = root) {
   return { child, url: `http://127.0.0.1:${port}` };
 }
 
+/** The floor peer (bench/floor-peer.mjs) in front of `upstream`, on the Redis at `redisUrl`. */
+export async function startFloor(upstream, redisUrl, nodeArgs = [], cwd = root) {
+  const port = await freePort();
+  const child = await start(
+    "floor",
+    process.execPath,
+    [...nodeArgs, join(root, "bench/floor-peer.mjs"), String(port), upstream, redisUrl],
+    (l) => l.includes("listening"),
+    cwd,
+  );
+  return { child, url: `http://127.0.0.1:${port}` };
+}
+
 /**
  * A gateway (dist/cli.js) with the bench's callers: KEYS API keys on a plan that never denies,
  * with two token buckets per caller (its global limit and one on the route; or no limit at all
