@@ -12,8 +12,8 @@
 // Per target, medians of the rounds: req/s, p50, p99, the proxy's CPU per request (user + system
 // from /proc, every thread, worker processes included), Redis's CPU per request (INFO cpu) and
 // the scripts it was sent per request (INFO commandstats). Then a paced load (each connection
-// waits between requests: about 2,000 req/s) on tollgate and the passthrough, for the latency
-// tollgate adds. Then the targets of the cost-per-request work, each with its figure.
+// waits between requests: about 2,000 req/s) on tollgate, the passthrough and the floor, for the
+// latency tollgate adds. Then the targets of the cost-per-request work, each with its figure.
 //
 // The machine drifts: the same target can serve twice as fast a minute later. A ratio is taken
 // within each round, between targets measured back to back (the order puts compared pairs side
