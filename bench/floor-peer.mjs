@@ -1,12 +1,12 @@
-// The floor, as a peer: the least any limiter that keeps exact state in Redis must do, put in
+// The floor, as a peer: the least a limiter that keeps exact state in Redis must do, put in
 // front of the bare passthrough (bench/bare-proxy.mjs). Per request it reads and writes the two
 // keys tollgate's bench setup gives a caller (its global and its route limit, one key each, with
 // an expiry, as the contract lays them out), batched the way tollgate batches: one script call
 // in flight, the requests that arrive meanwhile going together in the next one (one MGET, one
 // SET per key, an integer back per request). It decides nothing, sends no header and knows no
-// caller but the API key. What it costs the proxy, Redis and the latency is what no design of
-// this kind can go below on the same machine: a target under it is out of reach for all of them.
-// For comparison only.
+// caller but the API key. What it costs the proxy, Redis and the latency is what a limiter that
+// batches this way goes no lower than on the same machine and Redis (bigger batches, a Redis with
+// multi-key writes that keep expiries, or another key layout would lower it). For comparison only.
 import { Redis } from "ioredis";
 import { serveBareProxy } from "./bare-proxy.mjs";
 
