@@ -27,16 +27,15 @@ import { join } from "node:path";
 import { Redis } from "ioredis";
 import {
   cpuSeconds,
-  freePort,
   hasWrk,
   KEYS,
   killAll,
   median,
   redisCounters,
   root,
-  start,
   startBenchGateway,
   startPassthrough,
+  startProxyScript,
   startRedis,
   startUpstream,
   wrk,
@@ -87,14 +86,8 @@ async function measure(target, redis, { connections = CONNECTIONS, delayMs = 0 }
 }
 
 async function startPeer(name, script, upstream, redisUrl) {
-  const port = await freePort();
-  const child = await start(
-    name,
-    process.execPath,
-    [join(root, script), String(port), upstream, redisUrl],
-    (l) => l.includes("listening"),
-  );
-  return { pid: child.pid, url: `http://127.0.0.1:${port}` };
+  const { child, url } = await startProxyScript(name, script, upstream, [redisUrl]);
+  return { pid: child.pid, url };
 }
 
 const fixed = (v, digits) => (Number.isFinite(v) ? v.toFixed(digits) : "–");

@@ -64,30 +64,30 @@ export async function startUpstream() {
   return `http://127.0.0.1:${port}`;
 }
 
-/** The bare undici passthrough in front of `upstream` (`nodeArgs`: Node flags, bench/profile.mjs). */
-export async function startPassthrough(upstream, nodeArgs = [], cwd = root) {
+/**
+ * A proxy script of bench/ (the passthrough, a peer) on a free port, in front of `upstream`:
+ * `node [nodeArgs] <script> <port> <upstream> [...more]`, ready once it prints "listening".
+ */
+export async function startProxyScript(name, script, upstream, more = [], nodeArgs = [], cwd = root) {
   const port = await freePort();
   const child = await start(
-    "passthrough",
+    name,
     process.execPath,
-    [...nodeArgs, join(root, "bench/passthrough.mjs"), String(port), upstream],
+    [...nodeArgs, join(root, script), String(port), upstream, ...more],
     (l) => l.includes("listening"),
     cwd,
   );
   return { child, url: `http://127.0.0.1:${port}` };
 }
 
+/** The bare undici passthrough in front of `upstream` (`nodeArgs`: Node flags, bench/profile.mjs). */
+export function startPassthrough(upstream, nodeArgs = [], cwd = root) {
+  return startProxyScript("passthrough", "bench/passthrough.mjs", upstream, [], nodeArgs, cwd);
+}
+
 /** The floor peer (bench/floor-peer.mjs) in front of `upstream`, on the Redis at `redisUrl`. */
-export async function startFloor(upstream, redisUrl, nodeArgs = [], cwd = root) {
-  const port = await freePort();
-  const child = await start(
-    "floor",
-    process.execPath,
-    [...nodeArgs, join(root, "bench/floor-peer.mjs"), String(port), upstream, redisUrl],
-    (l) => l.includes("listening"),
-    cwd,
-  );
-  return { child, url: `http://127.0.0.1:${port}` };
+export function startFloor(upstream, redisUrl, nodeArgs = [], cwd = root) {
+  return startProxyScript("floor", "bench/floor-peer.mjs", upstream, [redisUrl], nodeArgs, cwd);
 }
 
 /**
