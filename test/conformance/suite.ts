@@ -487,7 +487,11 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
   });
 
   describe(`${name}: leaky bucket and concurrency`, () => {
-    const leaky: LeakyBucketSpec = { algorithm: "leaky_bucket", name: "q.leaky", queue: 3, intervalMs: 200 };
+    // One slot a second, not five: the state's expiry is set in Redis's own time (the queue's
+    // drain plus at most the slack), while these cases move a clock of their own. At 200 ms a
+    // slot the key lived 1.5 s of real time, and a loaded CI machine once took longer than that
+    // to open the second instance's cluster connection: the later check found an empty queue.
+    const leaky: LeakyBucketSpec = { algorithm: "leaky_bucket", name: "q.leaky", queue: 3, intervalMs: 1000 };
     const slots: ConcurrencySpec = {
       algorithm: "concurrency",
       name: "q.slots",
@@ -495,23 +499,28 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
       leaseMs: 1000,
     };
 
-    it("leaky bucket 5/s, queue 3: of 8 at once, 4 get slots 200 ms apart, 4 are refused", async () => {
+    it("leaky bucket 1/s, queue 3: of 8 at once, 4 get slots 1 s apart, 4 are refused", async () => {
       const h = harness();
       const key = freshKey("leaky");
       const results = await sequential(await h.store(), [{ key, spec: leaky, cost: 1 }], 8, T0);
       expect(results.map((r) => r.allowed)).toEqual([true, true, true, true, false, false, false, false]);
-      expect(results.slice(0, 4).map((r) => r.outcomes[0]!.delayMs ?? 0)).toEqual([0, 200, 400, 600]);
-      expect(results[0]!.outcomes[0]).toEqual({ allowed: true, remaining: 3, resetMs: 200, retryAfterMs: 0 });
+      expect(results.slice(0, 4).map((r) => r.outcomes[0]!.delayMs ?? 0)).toEqual([0, 1000, 2000, 3000]);
+      expect(results[0]!.outcomes[0]).toEqual({
+        allowed: true,
+        remaining: 3,
+        resetMs: 1000,
+        retryAfterMs: 0,
+      });
       // Full: the next one fits when the first queued slot has drained.
       expect(results[4]!.outcomes[0]).toEqual({
         allowed: false,
         remaining: 0,
-        resetMs: 800,
-        retryAfterMs: 200,
+        resetMs: 4000,
+        retryAfterMs: 1000,
       });
-      // 200 ms later one more fits, at the back of the queue.
-      const later = await (await h.store()).check([{ key, spec: leaky, cost: 1 }], { nowMs: T0 + 200 });
-      expect(later.outcomes[0]).toMatchObject({ allowed: true, delayMs: 600 });
+      // A second later one more fits, at the back of the queue.
+      const later = await (await h.store()).check([{ key, spec: leaky, cost: 1 }], { nowMs: T0 + 1000 });
+      expect(later.outcomes[0]).toMatchObject({ allowed: true, delayMs: 3000 });
     });
 
     it("leaky bucket: 200 concurrent checks from several instances admit exactly queue + 1", async () => {
@@ -524,7 +533,7 @@ export function storeConformance(name: string, harness: () => StoreHarness) {
         ),
       );
       const delays = results.filter((r) => r.allowed).map((r) => r.outcomes[0]!.delayMs ?? 0);
-      expect(delays.sort((a, b) => a - b)).toEqual([0, 200, 400, 600]);
+      expect(delays.sort((a, b) => a - b)).toEqual([0, 1000, 2000, 3000]);
     });
 
     it("concurrency: at most max_in_flight leases; a release frees a slot; a lease expires on its own", async () => {
