@@ -6,13 +6,17 @@
 //   caller sent, all under one key prefix in the caller's hash tag, found by listing the store;
 // - shared (no caller, tenant or ip part: a route budget, a per-org limit): by route alone the
 //   key is known; by request values it is anyone's, and /admin/limits/{name}?key=… reads it.
-import type { Runtime } from "../config/compile.js";
+import type { CompiledPlan, Runtime } from "../config/compile.js";
+import type { ClientConfig } from "../config/schema.js";
 import type { Caller } from "../identity/caller.js";
 import { callerIpKey, parseIp, unwrapMapped } from "../identity/ip.js";
 import { keyTail, readsRequest } from "../limits/key-by.js";
 import { binds, denialLogKey, limitKey, requestLimitKey } from "../limits/keys.js";
 import type { PlannedLimit } from "../limits/plan.js";
 import type { LimitCheck } from "../limits/spec.js";
+import { answerFor } from "../runtime/key-lookup.js";
+import { checkKeySpec } from "../runtime/key-spec.js";
+import type { StoredKey } from "../runtime/keys.js";
 import { type OverrideRecord, overrideContext } from "../runtime/override-rules.js";
 import type { OverrideTable } from "../runtime/override-table.js";
 import { applicableLimits } from "./runtime-limits.js";
@@ -142,16 +146,57 @@ class Collector {
   }
 }
 
+/** A client the config does not hold, as an API key stored for it serves it (admin/keys). */
+export interface StoredClient {
+  /** The key's plan, compiled with the key's own limits when it has some. */
+  plan: CompiledPlan;
+  tenant: string | undefined;
+  /** Names of the limits the key's own `limits` size. */
+  overridden: ReadonlySet<string>;
+  /** The key whose plan this is (its id, never the key). */
+  keyId: string;
+}
+
+/** Whether `id` is a client of the config (its keys then serve it, whatever plan they name). */
+export function isConfiguredClient(rt: Runtime, id: string): boolean {
+  for (const c of rt.clientsByKeyHash.values()) if (c.id === id) return true;
+  return false;
+}
+
 /**
- * The limits of a caller. A client is looked up in the config; a JWT caller (not in the config)
- * needs `plan` (and `tenant` when it has one) from the query, since only its token says them.
+ * The client a stored key makes of `records` (one client's keys, oldest first): the newest
+ * key the running config can serve, as a request carrying it would be served. A client's keys
+ * usually share a plan (a rotation keeps it); when they differ the newest says, and `keyId`
+ * names it. Undefined when no key can be served (its plan or limits gone by a reload).
+ */
+export function storedClient(rt: Runtime, records: readonly StoredKey[]): StoredClient | undefined {
+  for (let i = records.length - 1; i >= 0; i--) {
+    const record = records[i]!;
+    const answer = answerFor(record, rt);
+    if (answer.kind !== "client") continue;
+    const spec = record.limits === undefined ? undefined : checkKeySpec(rt.config, record);
+    const own = spec?.ok ? spec.limits : undefined;
+    return {
+      plan: answer.client.plan,
+      tenant: answer.client.tenant,
+      overridden: own ? limitNames(record.plan, own) : NONE,
+      keyId: record.id,
+    };
+  }
+  return undefined;
+}
+
+/**
+ * The limits of a caller. A client is looked up in the config, then in `query.stored` (the
+ * client of its stored API keys, storedClient); a JWT caller (in neither) needs `plan` (and
+ * `tenant` when it has one) from the query, since only its token says them.
  * With `overrides`, a limit an operator's runtime override sizes for the caller (or its tenant)
  * is read at that size, as the limiter checks it.
  */
 export function callerLimits(
   rt: Runtime,
   ref: CallerRef,
-  query: { plan?: string; tenant?: string } = {},
+  query: { plan?: string; tenant?: string; stored?: StoredClient | undefined } = {},
   overrides?: Pick<OverrideTable, "effective">,
 ): CallerLookup {
   const prefix = rt.store.prefix;
@@ -170,7 +215,11 @@ export function callerLimits(
     // A client with its own limits has a plan of its own, compiled with them under the plan's
     // name (config/compile.ts): its limits are read from that plan, never from rt.plans.
     const configured = [...rt.clientsByKeyHash.values()].find((c) => c.id === ref.id);
-    const plan = configured?.plan ?? (query.plan === undefined ? undefined : rt.plans.get(query.plan));
+    // What serves the client's requests says its plan: the config, else its stored keys; only
+    // a caller neither knows (a JWT's) takes the operator's word for it.
+    const stored = configured ? undefined : query.stored;
+    const plan =
+      configured?.plan ?? stored?.plan ?? (query.plan === undefined ? undefined : rt.plans.get(query.plan));
     if (!plan) {
       return {
         ok: false,
@@ -178,11 +227,11 @@ export function callerLimits(
         detail: configured
           ? `client ${ref.id} has no plan`
           : query.plan === undefined
-            ? `no client "${ref.id}" in the config (for a JWT caller, add ?plan=<plan>&tenant=<tenant>)`
+            ? `no client "${ref.id}" in the config or in a stored API key the config can serve (for a JWT caller, add ?plan=<plan>&tenant=<tenant>)`
             : `no plan "${query.plan}"`,
       };
     }
-    const tenant = configured?.tenant ?? query.tenant;
+    const tenant = configured ? configured.tenant : stored ? stored.tenant : query.tenant;
     const caller: Caller = { kind: "client", id: ref.id, plan, tenant, ipKey: "" };
     const who = { client: ref.id, tenant };
     for (const [limit, routes] of applicableLimits(rt, plan)) {
@@ -193,7 +242,7 @@ export function callerLimits(
       logKey: denialLogKey(prefix, caller),
       plan: plan.name,
       tenant,
-      overridden: configured ? overriddenNames(rt, ref.id, plan.name) : NONE,
+      overridden: configured ? overriddenNames(rt, ref.id, plan.name) : (stored?.overridden ?? NONE),
       runtimeOverrides,
     });
   }
@@ -248,7 +297,11 @@ const NONE: ReadonlySet<string> = new Set();
 /** The limit names a configured client's `limits` replace: `<plan>.global`, `<plan>.<route>`. */
 export function overriddenNames(rt: Runtime, id: string, plan: string): ReadonlySet<string> {
   const limits = rt.config.clients.find((c) => c.id === id)?.limits;
-  if (!limits) return NONE;
+  return limits ? limitNames(plan, limits) : NONE;
+}
+
+/** The limit names a client's own `limits` (the YAML's or a stored key's) replace in `plan`. */
+function limitNames(plan: string, limits: NonNullable<ClientConfig["limits"]>): ReadonlySet<string> {
   const names = new Set(Object.keys(limits.routes).map((route) => `${plan}.${route}`));
   if (limits.global) names.add(`${plan}.global`);
   return names;

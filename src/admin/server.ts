@@ -124,14 +124,15 @@ export function operatorRoutes(deps: AdminDeps): AdminRoute[] {
   const overrides = deps.overrides ?? (() => inProcessOverrides!);
   /** What the endpoints that read or reset limit state are given. */
   const state = { runtime, store, limiter, fromStore, audit, overrides: () => overrides().table };
-  const callers = callerEndpoints(state);
-  const limits = limitEndpoints(state);
-  const usage = deps.usage ? usageEndpoints({ runtime, usage: deps.usage, fromStore }) : undefined;
-  const reloadFile = reloadConfig({ reload, file: () => runtime().file, audit });
   const inProcessKeys = deps.keys
     ? undefined
     : createKeyStore({ kind: "memory", feed: new MemoryChangeFeed() });
-  const keys = keyEndpoints({ runtime, keys: deps.keys ?? (() => inProcessKeys!), fromStore, audit });
+  const keyStore = deps.keys ?? (() => inProcessKeys!);
+  const callers = callerEndpoints({ ...state, keys: keyStore });
+  const limits = limitEndpoints(state);
+  const usage = deps.usage ? usageEndpoints({ runtime, usage: deps.usage, fromStore }) : undefined;
+  const reloadFile = reloadConfig({ reload, file: () => runtime().file, audit });
+  const keys = keyEndpoints({ runtime, keys: keyStore, fromStore, audit });
   const overridden = overrideEndpoints({ runtime, overrides, fromStore, audit });
   return [
     { method: "GET", pattern: "/admin/callers/{caller...}", handle: callers.show },

@@ -270,6 +270,39 @@ describe("runtime keys on two instances sharing one Redis", () => {
     expect(stored).toEqual(yaml);
   });
 
+  it("GET /admin/callers reads a client known only by its keys under their plan, on either instance, and resets it", async () => {
+    const created = await create(a, { client: "keyed-only", plan: "free", tenant: "kt" });
+    for (let i = 0; i < 3; i++) expect(await until(a, created.key, 200, 1000)).toBeLessThan(1000);
+    for (const gw of [a, b]) {
+      const shown = await admin(gw, "GET", "/admin/callers/client:keyed-only");
+      expect(shown.status).toBe(200);
+      expect(shown.json).toMatchObject({
+        plan: "free",
+        tenant: "kt",
+        plan_from_key: created.id,
+        limits: [
+          {
+            name: "free.global",
+            limit: 10,
+            remaining: 7,
+            key: expect.stringMatching(/^rk\d+:\{t:kt\}:c:keyed-only:free\.global$/),
+          },
+        ],
+      });
+      expect(JSON.stringify(shown.json)).not.toContain(created.key);
+    }
+    const reset = await admin(b, "DELETE", "/admin/callers/client:keyed-only");
+    expect(reset.json).toMatchObject({ reset: true, keys_deleted: 1 });
+    expect((await admin(a, "GET", "/admin/callers/client:keyed-only")).json).toMatchObject({
+      limits: [{ name: "free.global", remaining: 10 }],
+    });
+    // Revoked: no key serves it any more, so it is a caller the gateway cannot name a plan for.
+    expect((await admin(b, "DELETE", `/admin/keys/${created.id}`)).status).toBe(200);
+    const gone = await admin(a, "GET", "/admin/callers/client:keyed-only");
+    expect(gone.status).toBe(404);
+    expect(gone.json).toMatchObject({ type: "https://tollgate.dev/problems/unknown-caller" });
+  });
+
   it("100,000 random keys from one address cost at most lookupBound(seconds) lookups", async () => {
     const before = (await commandCalls()).get("hgetall") ?? 0;
     // undici's pool, pipelined: the gateway and this client share one process and its core, and

@@ -12,6 +12,7 @@ import { PROBLEMS } from "../../src/http/problem.js";
 import { lastHourTopKeys } from "../../src/limits/keys.js";
 import type { LimitCheck } from "../../src/limits/spec.js";
 import type { AuditWrite } from "../../src/runtime/audit.js";
+import type { StoredKey } from "../../src/runtime/keys.js";
 import { fakeRequest, fakeResponse, NOW, runtimeOf } from "./support/proxy-fakes.js";
 
 const rt = runtimeOf(`
@@ -66,7 +67,22 @@ function fakeStore(fail?: Error) {
   };
 }
 
-function endpoints(fail?: Error) {
+/** A client's keys as the key store lists them (oldest first), at their defaults. */
+function storedKeys(client: string, ...keys: Partial<StoredKey>[]): StoredKey[] {
+  return keys.map((k, i) => ({
+    id: `key_${String(i).repeat(12)}`,
+    hash: "0".repeat(64),
+    client,
+    plan: "team",
+    tenant: undefined,
+    limits: undefined,
+    createdAtMs: NOW - 1000 * (keys.length - i),
+    expiresAtMs: undefined,
+    ...k,
+  }));
+}
+
+function endpoints(fail?: Error, keysOf?: (client: string) => StoredKey[]) {
   const { asked, store } = fakeStore(fail);
   const limiter = {
     flushDenials: async () => {
@@ -83,6 +99,12 @@ function endpoints(fail?: Error) {
       asked.push(`audit ${e.token} ${e.action} ${e.target}`);
     },
   };
+  const keys = keysOf && {
+    list: async (client: string) => {
+      asked.push(`keys ${client}`);
+      return keysOf(client);
+    },
+  };
   const deps = {
     runtime: () => rt,
     store: () => store,
@@ -90,6 +112,7 @@ function endpoints(fail?: Error) {
     fromStore,
     now: () => NOW,
     audit,
+    ...(keys ? { keys: () => keys } : {}),
   };
   return { asked, audit, callers: callerEndpoints(deps), top: topDenials(deps) };
 }
@@ -138,6 +161,53 @@ describe("GET /admin/callers/{caller...}", () => {
     const { callers } = endpoints();
     const res = await call(callers.show, { caller: "client:bob" }, "plan=team&tenant=t9");
     expect(res.json()).toMatchObject({ caller: "client:bob", plan: "team", tenant: "t9" });
+  });
+
+  it("a client known only by keys issued at runtime is read under its newest servable key's plan", async () => {
+    // The newest key's plan is not in the config (a reload removed it): the one before serves.
+    const keys = storedKeys(
+      "keyed",
+      { plan: "team" },
+      { plan: "team", tenant: "t7", limits: { global: { rate: "1/s", burst: 3 } } },
+      { plan: "gone" },
+    );
+    const { asked, callers } = endpoints(undefined, (client) => (client === "keyed" ? keys : []));
+    const res = await call(callers.show, { caller: "client:keyed" }, "plan=anonymous&tenant=t9");
+    expect(res.statusCode).toBe(200);
+    expect(asked.slice(0, 2)).toEqual(["keys keyed", "flush"]);
+    // What its requests are limited under, not what the query says: the key's own burst of 3,
+    // under its tenant's hash tag, marked as the client's own size.
+    expect(res.json()).toMatchObject({
+      caller: "client:keyed",
+      plan: "team",
+      tenant: "t7",
+      plan_from_key: keys[1]!.id,
+      limits: [
+        { name: "team.global", limit: 3, override: true, key: "tg:{t:t7}:c:keyed:team.global" },
+        { name: "team.tenant", limit: 100, key: "tg:{t:t7}:team.tenant" },
+      ],
+    });
+    expect(JSON.stringify(res.json())).not.toContain(keys[1]!.hash);
+  });
+
+  it("a configured client's keys are never listed; a client with no servable key is unknown", async () => {
+    const { asked, callers } = endpoints(undefined, (client) =>
+      client === "stale" ? storedKeys(client, { plan: "gone" }) : [],
+    );
+    expect((await call(callers.show, { caller: "client:acme" })).json()).not.toHaveProperty("plan_from_key");
+    expect(asked).not.toContain("keys acme");
+    for (const caller of ["client:stale", "client:ghost"]) {
+      const res = await call(callers.show, { caller });
+      expect(res.statusCode).toBe(404);
+      expect(res.json()).toMatchObject({
+        type: PROBLEMS.unknown_caller.type,
+        detail: expect.stringContaining("in a stored API key the config can serve"),
+      });
+    }
+    // A JWT caller (no key names it) still takes the query's word.
+    const jwt = await call(callers.show, { caller: "client:jwt:bob" }, "plan=team&tenant=t9");
+    expect(jwt.json()).toMatchObject({ plan: "team", tenant: "t9" });
+    expect(jwt.json()).not.toHaveProperty("plan_from_key");
   });
 
   it.each([

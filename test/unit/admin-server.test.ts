@@ -119,7 +119,7 @@ describe("the operator API", () => {
     expectProblem(
       await ask("GET", "/admin/callers/client:a/b", { auth: true }),
       "unknown_caller",
-      'no client "a/b" in the config (for a JWT caller, add ?plan=<plan>&tenant=<tenant>)',
+      'no client "a/b" in the config or in a stored API key the config can serve (for a JWT caller, add ?plan=<plan>&tenant=<tenant>)',
     );
     expectProblem(
       await ask("GET", "/admin/callers/", { auth: true }),

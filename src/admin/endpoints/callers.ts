@@ -10,14 +10,18 @@ import type { PlannedLimit } from "../../limits/plan.js";
 import type { LimitCheck } from "../../limits/spec.js";
 import type { DenialLog, Inspector, ListKeysBounds } from "../../limits/stores/contract.js";
 import type { AuditLog } from "../../runtime/audit.js";
+import type { KeyStore } from "../../runtime/keys.js";
 import type { OverrideTable } from "../../runtime/override-table.js";
 import { audited } from "../audited.js";
 import {
   type CallerLimits,
   callerLimits,
+  isConfiguredClient,
   type KeyedLimit,
   parseCallerRef,
   type SharedLimit,
+  type StoredClient,
+  storedClient,
 } from "../caller-limits.js";
 import { keyQuery, mayLackValues } from "../limit-key.js";
 import { limitFacts, limitState } from "../limit-view.js";
@@ -35,6 +39,8 @@ export interface CallerEndpointDeps {
   audit: Pick<AuditLog, "write">;
   /** The runtime overrides this instance applies: a limit one sizes is shown at that size. */
   overrides?: () => Pick<OverrideTable, "effective">;
+  /** The API keys issued at runtime: a client known only by them is read under their plan. */
+  keys?: () => Pick<KeyStore, "list">;
 }
 
 /**
@@ -67,19 +73,35 @@ async function listKeyed(
 }
 
 export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler; reset: AdminHandler } {
-  /** The caller's limits, with its pending denials written; undefined when answered already. */
-  async function lookup({ res, params, query }: AdminRequest): Promise<CallerLimits | undefined> {
+  /**
+   * The caller's limits, with its pending denials written (and the stored key whose plan they
+   * are, for a client known only by its keys); undefined when answered already.
+   */
+  async function lookup({
+    res,
+    params,
+    query,
+  }: AdminRequest): Promise<{ limits: CallerLimits; stored: StoredClient | undefined } | undefined> {
     const ref = parseCallerRef(params.caller!);
     if (!ref) {
       replyProblem(res, "bad_caller", "name the caller as client:<id>, tenant:<id> or ip:<address>");
       return undefined;
     }
+    const rt = deps.runtime();
+    const keys = deps.keys;
+    // A client the config does not name may hold keys issued at runtime: their plan is the one
+    // its requests are limited under, so the operator need not say it (a JWT caller's must).
+    const stored =
+      ref.kind === "client" && keys && !isConfiguredClient(rt, ref.id)
+        ? storedClient(rt, await deps.fromStore(() => keys().list(ref.id)))
+        : undefined;
     const found = callerLimits(
-      deps.runtime(),
+      rt,
       ref,
       {
         plan: query.get("plan") ?? undefined,
         tenant: query.get("tenant") ?? undefined,
+        stored,
       },
       deps.overrides?.(),
     );
@@ -88,12 +110,13 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
       return undefined;
     }
     await deps.fromStore(() => deps.limiter().flushDenials());
-    return found.limits;
+    return { limits: found.limits, stored };
   }
 
   async function show(request: AdminRequest): Promise<void> {
-    const limits = await lookup(request);
-    if (!limits) return;
+    const found = await lookup(request);
+    if (!found) return;
+    const { limits, stored } = found;
     const store = deps.store();
     const { checks, logKey, plan, tenant, overridden, runtimeOverrides, keyed, shared } = limits;
     const routeBudgets = shared.flatMap((s) => s.perRoute?.map((r) => r.check) ?? []);
@@ -130,6 +153,8 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
       caller,
       plan: plan ?? null,
       tenant: tenant ?? null,
+      // Only for a client known by its stored keys alone: which key's plan this is.
+      ...(stored ? { plan_from_key: stored.keyId } : {}),
       limits: checks.map((c, i) => ({ ...limitState(c, views[i]!), ...marked(c.spec.name) })),
       // The new kinds appear only for a caller that has them, so other answers keep their shape.
       ...(keyed.length === 0
@@ -162,8 +187,9 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
   }
 
   async function reset(request: AdminRequest): Promise<void> {
-    const limits = await lookup(request);
-    if (!limits) return;
+    const found = await lookup(request);
+    if (!found) return;
+    const { limits } = found;
     const store = deps.store();
     const listed = await deps.fromStore(() => listKeyed(store, limits.keyed));
     const keys = [...limits.checks, ...listed.checks].map((c) => c.key);
