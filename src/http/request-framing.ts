@@ -1,6 +1,6 @@
 // What Node's parser lets through but the gateway must refuse before routing: requests whose
 // meaning differs from one hop to the next. Pure: it reads the parsed head only.
-import type { IncomingHttpHeaders } from "node:http";
+import { type IncomingHttpHeaders, METHODS } from "node:http";
 import type { ProblemCode } from "./problem.js";
 
 /**
@@ -145,6 +145,16 @@ export function framingProblem(
 
 const CHUNKED_LAST = /(?:^|,)[ \t]*chunked[ \t]*$/i;
 
+/**
+ * The methods HTTP/1.1 requests may carry: those Node's parser knows, spelled as it spells them.
+ * Any other request line is a 400 before the gateway sees it; HTTP/2 hands over any `:method`
+ * token. Methods are case-sensitive (RFC 9110 §9.1), yet Flask, Django and Laravel upper-case
+ * one before dispatching: `post` would miss a route's `methods: [POST]` and its limits, fall
+ * through to a catch-all route, and be served as a POST. So an HTTP/2 request takes the same
+ * methods as an HTTP/1.1 one.
+ */
+const HTTP1_METHODS: ReadonlySet<string> = new Set(METHODS);
+
 /** Fields that belong to an HTTP/1.1 connection and make an HTTP/2 request malformed. */
 const CONNECTION_SPECIFIC = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
 
@@ -155,6 +165,10 @@ const CONNECTION_SPECIFIC = ["connection", "keep-alive", "proxy-connection", "tr
  * field naming another would route by one and forward the other (X-Forwarded-Host).
  */
 function h2Malformed(headers: IncomingHttpHeaders): string | null {
+  const method = headers[":method"];
+  if (typeof method === "string" && !HTTP1_METHODS.has(method)) {
+    return "the request's :method is not one this gateway serves (methods are case-sensitive: POST, not post)";
+  }
   for (const name of CONNECTION_SPECIFIC) {
     if (headers[name] !== undefined)
       return `an HTTP/2 request cannot carry ${name}: it is a connection-specific field`;

@@ -286,6 +286,19 @@ describe("an HTTP/2 request as the upstream and the limits see it", () => {
     hosted.close();
   });
 
+  it("refuses a :method an HTTP/1.1 request line could not carry (post, Post), forwarding nothing", async () => {
+    const session = h2Connect(base);
+    const before = upstream.received.length;
+    for (const method of ["post", "Post", "get"]) {
+      const r = await h2Request(session, "/x", { headers: { ...FREE, ":method": method } });
+      expect(r.status, method).toBe(400);
+      expect(JSON.parse(r.body).detail).toMatch(/case-sensitive/);
+    }
+    expect(upstream.received.length).toBe(before);
+    expect((await h2Request(session, "/x", { headers: { ...FREE, ":method": "POST" } })).status).toBe(200);
+    session.close();
+  });
+
   it("normalises :path as it normalises an HTTP/1.1 target, and refuses what it refuses", async () => {
     const session = h2Connect(base);
     const before = upstream.received.length;

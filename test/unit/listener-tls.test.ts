@@ -6,7 +6,9 @@
 import { execFileSync } from "node:child_process";
 import { EventEmitter } from "node:events";
 import { writeFileSync } from "node:fs";
+import { METHODS } from "node:http";
 import { join } from "node:path";
+import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loadListenerTls } from "../../src/config/listener-tls.js";
 import { loadConfigText } from "../../src/config/load.js";
@@ -204,6 +206,34 @@ describe("HTTP/2 framing (request-framing.ts)", () => {
     }
     expect(h2([["te", "gzip"]])?.code).toBe("bad_request");
     expect(h2([["te", "trailers"]])).toBeNull();
+  });
+
+  it("takes only the methods an HTTP/1.1 request line may carry: a lower-case method cannot miss a route's methods", () => {
+    const method = (m: string) => {
+      const headers = { ":method": m, ":path": "/", ":scheme": "https", ":authority": "api.example.com" };
+      return framingProblem([], headers, 2, 0, "/");
+    };
+    for (const m of ["post", "Post", "pOST", "get", "delete", "FOO", "GET ", "PO ST"]) {
+      expect(method(m), m).toMatchObject({
+        code: "bad_request",
+        detail: expect.stringMatching(/case-sensitive/),
+      });
+    }
+    for (const m of ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "PROPFIND"]) {
+      expect(method(m), m).toBeNull();
+    }
+    // Any :method a client sends: refused unless an HTTP/1.1 request line could carry it.
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.string(),
+          fc.constantFrom(...METHODS).map((m) => m.toLowerCase()),
+        ),
+        (m) => {
+          expect(method(m) === null).toBe(METHODS.includes(m));
+        },
+      ),
+    );
   });
 
   it("refuses a Host naming another host than :authority; the same host with another port is the same", () => {
