@@ -6,6 +6,54 @@ import type { ConfigProblem } from "./problems.js";
 
 export type PathSegment = string | number;
 
+/**
+ * A YAML library message without the source text it quotes: the composer appends the stray
+ * token's text (`Unexpected double-quoted-scalar token in YAML stream: "\"s3cret\""`) and the
+ * lexer the text it could not read, and that text may be an admin token, an API key or a
+ * `${VAR}` substituted in, which never goes to a log or a reload's answer. The position says
+ * where to look.
+ */
+export function withoutSourceText(message: string): string {
+  return message
+    .split("\n")[0]!
+    .replace(/: ".*$/, "")
+    .replace(/^(Not a YAML token|Block scalar header includes extra characters): .*$/, "$1");
+}
+
+const STRAY_TOKEN = / token in YAML (?:stream|document)$/;
+
+/**
+ * One bracket out of place leaves every later token without a place in the document, and the
+ * library reports each (a 7-line file gave 74 lines): the first of a run of such errors stands
+ * for the run, with how many followed.
+ */
+function collapseStrayTokens<T extends { message: string }>(sorted: readonly T[]): T[] {
+  const out: T[] = [];
+  let head: T | undefined;
+  let more = 0;
+  const close = () => {
+    if (head && more > 0)
+      out[out.length - 1] = { ...head, message: `${head.message} (and ${more} more tokens after it)` };
+    head = undefined;
+    more = 0;
+  };
+  for (const e of sorted) {
+    if (STRAY_TOKEN.test(e.message)) {
+      if (head) {
+        more++;
+        continue;
+      }
+      out.push(e);
+      head = e;
+      continue;
+    }
+    close();
+    out.push(e);
+  }
+  close();
+  return out;
+}
+
 export class PositionedDocument {
   readonly file: string;
   private readonly doc: ReturnType<typeof parseDocument>;
@@ -35,7 +83,7 @@ export class PositionedDocument {
 
   /** YAML syntax errors (and duplicate keys), as problems. */
   syntaxProblems(): ConfigProblem[] {
-    const found = this.doc.errors.map((e) => ({ offset: e.pos[0], message: e.message.split("\n")[0]! }));
+    const found = this.doc.errors.map((e) => ({ offset: e.pos[0], message: withoutSourceText(e.message) }));
     visit(this.doc, {
       // A list, mapping or alias as a key names nothing in the config (and the YAML library
       // would stringify it with a warning on stderr): a problem at the key, like any other.
@@ -60,7 +108,7 @@ export class PositionedDocument {
       },
     });
     found.sort((a, b) => a.offset - b.offset);
-    return found.map((e) => this.problemAtOffset(e.offset, "", e.message));
+    return collapseStrayTokens(found).map((e) => this.problemAtOffset(e.offset, "", e.message));
   }
 
   /**

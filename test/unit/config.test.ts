@@ -115,6 +115,25 @@ describe("config loading", () => {
     expect(out[0]).toMatch(/^gw\.yaml:\d+:\d+: /);
   });
 
+  it("never quotes the file's text in a syntax error: a stray brace after a token leaks no secret", () => {
+    const yaml = `listen: 127.0.0.1:8080
+admin: { tokens: [{ name: ops, token: "\${OPS}" }}, { name: view, token: "viewer-secret-0123456789", scope: read }] }
+upstreams: { api: http://127.0.0.1:3000 }
+clients: [{ id: c, key: "\${KEY}", plan: p }]
+plans: { p: { global: { rate: 1/s, burst: 1 } } }
+routes: [{ name: d, match: { path: / }, upstream: api }]
+`;
+    const out = problems(yaml, { OPS: "env-ops-secret-0123456789", KEY: "env-client-key-0123" });
+    const text = out.join("\n");
+    for (const secret of ["viewer-secret", "env-ops-secret", "env-client-key"])
+      expect(text).not.toContain(secret);
+    // One bracket out of place: its first stray token stands for the 60-odd that follow it.
+    expect(out.length).toBeLessThan(6);
+    expect(text).toMatch(
+      /^gw\.yaml:2:\d+: Unexpected [a-z-]+ token in YAML stream \(and \d+ more tokens after it\)$/m,
+    );
+  });
+
   it("refuses duplicate keys", () => {
     expect(
       problems(BASE.replace("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8080\nlisten: 127.0.0.1:8081"))[0],

@@ -3,6 +3,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { compileRuntime } from "../../src/config/compile.js";
+import { PositionedDocument } from "../../src/config/document.js";
 import { substituteEnv } from "../../src/config/env.js";
 import { loadConfigText } from "../../src/config/load.js";
 import { parseDuration, parseRate, parseSize } from "../../src/config/units.js";
@@ -375,6 +376,44 @@ routes: [{ name: default, match: { path: / }, upstream: api }]
         }
       }),
       { numRuns: 1000 },
+    );
+  });
+
+  it("YAML syntax errors: never the text of a token, wherever a stray bracket leaves it", () => {
+    const SECRET = "s3cret-token-value";
+    const text = fc.string({
+      unit: fc.constantFrom(
+        "token: ",
+        `"${SECRET}"`,
+        `'${SECRET}'`,
+        SECRET,
+        "\n",
+        "  ",
+        "- ",
+        "{",
+        "}",
+        "[",
+        "]",
+        ", ",
+        ": ",
+        "? ",
+        "|",
+        "&a ",
+        "!t ",
+        "%",
+        "@",
+        "`",
+      ),
+      maxLength: 40,
+    });
+    fc.assert(
+      fc.property(text, (t) => {
+        for (const p of new PositionedDocument("f.yaml", t, t, []).syntaxProblems()) {
+          expect(p.message).not.toContain(SECRET);
+          expect(p.message).not.toContain("\n");
+        }
+      }),
+      RUNS,
     );
   });
 });
