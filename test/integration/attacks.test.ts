@@ -1,8 +1,9 @@
 // Issue 13: what an outside attacker got past the gateway, one test per hole, each named after
 // the item it pins. Raw sockets where Node's client would tidy the bytes up.
 import { createHash, createHmac } from "node:crypto";
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DRAIN_MAX_MS } from "../../src/proxy/respond.js";
 import { type InProcessGateway, metricValue, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
 import { rawRequest } from "../support/raw.js";
@@ -401,5 +402,80 @@ deny: { ips: [10.66.0.0/16] }
       headers: { forwarded: "for=10.66.9.9", "x-api-key": "key-alice" },
     });
     expect([bad.status, good.status]).toEqual([403, 403]);
+  });
+});
+
+describe("a body the gateway answered without reading (a 401, a 429)", () => {
+  // A gateway of its own: the cases above spend this address's invalid-credential allowance.
+  let gw: InProcessGateway;
+  beforeAll(async () => {
+    gw = await startGateway(config(upstream.url).replace(/auth_failures: .*/, "auth_failures: false"));
+  });
+  afterAll(async () => {
+    await gw?.stop();
+  });
+
+  /**
+   * Sends `head` on a new connection, then `feed` writes the body as it likes until the socket
+   * closes: resolves with what came back and when the gateway closed it, in ms from the head.
+   */
+  function answeredEarly(
+    head: string,
+    feed: (socket: Socket) => void,
+  ): Promise<{ text: string; closedMs: number }> {
+    const url = new URL(gw.url);
+    return new Promise((resolve) => {
+      const socket = connect(Number(url.port), url.hostname);
+      const chunks: Buffer[] = [];
+      const started = performance.now();
+      socket.on("data", (c: Buffer) => chunks.push(c));
+      socket.on("error", () => {});
+      socket.on("close", () =>
+        resolve({ text: Buffer.concat(chunks).toString("latin1"), closedMs: performance.now() - started }),
+      );
+      socket.write(head);
+      feed(socket);
+      // A gateway that never closes fails the case in 10 s rather than at the test timeout.
+      setTimeout(() => socket.destroy(), 10_000).unref();
+    });
+  }
+  const post = (target: string, key: string, length: number) =>
+    `POST ${target} HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\nContent-Length: ${length}\r\n\r\n`;
+
+  it("a huge body sent as fast as it goes: the 429 says Connection: close, and the connection closes", async () => {
+    let written = 0;
+    const reply = await answeredEarly(post("/closed", "key-alice", 1e11), (socket) => {
+      const chunk = Buffer.alloc(64 * 1024, 120);
+      const pump = () => {
+        while (!socket.destroyed && socket.write(chunk)) written += chunk.length;
+        if (!socket.destroyed) socket.once("drain", pump);
+      };
+      pump();
+    });
+    expect(reply.text).toMatch(/^HTTP\/1\.1 429 [\s\S]*\r\nConnection: close\r\n/i);
+    expect(reply.closedMs).toBeLessThan(DRAIN_MAX_MS);
+    // What the kernel's buffers took, at most (it read 5 GB in 10 s before).
+    expect(written).toBeLessThan(64 * 1024 * 1024);
+  });
+
+  it("a short body trickled (a byte every 100 ms) is cut at DRAIN_MAX_MS, not at the request timeout", async () => {
+    const reply = await answeredEarly(post("/u", "not-a-key", 1000), (socket) => {
+      const timer = setInterval(() => socket.write("x"), 100);
+      socket.once("close", () => clearInterval(timer));
+    });
+    expect(reply.text).toMatch(/^HTTP\/1\.1 401 /);
+    expect(reply.closedMs).toBeGreaterThanOrEqual(DRAIN_MAX_MS - 100);
+    expect(reply.closedMs).toBeLessThan(DRAIN_MAX_MS + 1000);
+  });
+
+  it("a short body arriving after the answer is read, and the connection serves the next request", async () => {
+    const reply = await answeredEarly(post("/closed", "key-alice", 10), (socket) => {
+      socket.once("data", () => {
+        socket.write("0123456789");
+        socket.write("GET /u HTTP/1.1\r\nHost: x\r\nx-api-key: key-bob\r\nConnection: close\r\n\r\n");
+      });
+    });
+    expect(reply.text).toMatch(/^HTTP\/1\.1 429 /);
+    expect(reply.text).toMatch(/\r\n\r\n[\s\S]*HTTP\/1\.1 200 /);
   });
 });

@@ -53,6 +53,41 @@ function applied(spec: LimitSpec, remaining: number, limit: LimitFacts = compile
   return { limit, spec, outcome: { allowed: false, remaining, resetMs: 2500, retryAfterMs: 1200 } };
 }
 
+describe("a refused request's unread body", () => {
+  const refusedWith = (headers: [string, string][]) => {
+    const env = testEnv();
+    const res = fakeResponse();
+    const req = fakeRequest({ url: "/api", method: "POST", headers: [["Host", "gw.test"], ...headers] });
+    const ctx = contextFor(env, rt, req, res);
+    refuse(env, ctx, new Refusal("no_route", "no_route", "no route matches POST /api"));
+    return res;
+  };
+
+  it("closes the connection with the answer past 64 KiB announced, or chunked", () => {
+    for (const headers of [
+      [["Content-Length", String(64 * 1024 + 1)]],
+      [["Transfer-Encoding", "chunked"]],
+    ] as [string, string][][]) {
+      const res = refusedWith(headers);
+      expect(res.headers.connection, JSON.stringify(headers)).toBe("close");
+      expect(res.shouldKeepAlive).toBe(false);
+    }
+  });
+
+  it("keeps it for a short body, or none", () => {
+    for (const headers of [[["Content-Length", String(64 * 1024)]], [["Content-Length", "0"]], []] as [
+      string,
+      string,
+    ][][]) {
+      const res = refusedWith(headers);
+      expect(res.headers.connection, JSON.stringify(headers)).toBeUndefined();
+      expect(res.shouldKeepAlive).toBe(true);
+      // A body still to come is given DRAIN_MAX_MS from the answer's end; none, nothing.
+      expect(res.awaited).toEqual(headers.length && headers[0]![1] !== "0" ? ["finish"] : []);
+    }
+  });
+});
+
 describe("refuse", () => {
   it("answers the refusal's problem with the request id and its headers, then counts and logs it", async () => {
     const { env, res, ctx } = setup();

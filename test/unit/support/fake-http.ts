@@ -41,6 +41,8 @@ export interface FakeResponse {
   destroyed: boolean;
   headersSent: boolean;
   shouldKeepAlive: boolean;
+  /** The events something waits for with `once`, in order (the fake never emits them). */
+  awaited: string[];
   json(): Record<string, unknown>;
 }
 
@@ -53,6 +55,11 @@ export function fakeResponse(): FakeResponse & ServerResponse {
     destroyed: false,
     headersSent: false,
     shouldKeepAlive: true,
+    awaited: [] as string[],
+    once(event: string) {
+      res.awaited.push(event);
+      return res;
+    },
     writeHead(status: number, headers: Record<string, string | number>) {
       res.statusCode = status;
       Object.assign(res.headers, headers);
