@@ -7,17 +7,21 @@ import type { ConfigProblem } from "./problems.js";
 export type PathSegment = string | number;
 
 /**
- * A YAML library message without the source text it quotes: the composer appends the stray
- * token's text (`Unexpected double-quoted-scalar token in YAML stream: "\"s3cret\""`) and the
- * lexer the text it could not read, and that text may be an admin token, an API key or a
- * `${VAR}` substituted in, which never goes to a log or a reload's answer. The position says
- * where to look.
+ * A YAML library message without the source text it quotes: the composer appends a stray
+ * token's text (`Unexpected double-quoted-scalar token in YAML stream: "\"s3cret\""`), and
+ * others name a tag, a directive or an escape as written; a bracket out of place makes all
+ * that text the tokens after it, and it may be an admin token, an API key or a `${VAR}`
+ * substituted in, which never goes to a log or a reload's answer. The position says where to
+ * look. What follows the first ": " is always such text; the rest is cut by its pattern.
  */
 export function withoutSourceText(message: string): string {
-  return message
-    .split("\n")[0]!
-    .replace(/: ".*$/, "")
-    .replace(/^(Not a YAML token|Block scalar header includes extra characters): .*$/, "$1");
+  let line = message.split("\n")[0]!;
+  const colon = line.indexOf(": ");
+  if (colon !== -1) line = line.slice(0, colon);
+  return line
+    .replace(/^(Verbatim tags aren't resolved), so .*$/, "$1")
+    .replace(/^The .* tag has no suffix$/, "A tag has no suffix")
+    .replace(/^(Invalid escape sequence|Unsupported YAML version|Unknown directive) .*$/, "$1");
 }
 
 const STRAY_TOKEN = / token in YAML (?:stream|document)$/;

@@ -384,6 +384,13 @@ routes: [{ name: default, match: { path: / }, upstream: api }]
     const text = fc.string({
       unit: fc.constantFrom(
         "token: ",
+        "\\q",
+        "%YAML ",
+        "%TAG ",
+        "!<",
+        "!!",
+        ">",
+        '"',
         `"${SECRET}"`,
         `'${SECRET}'`,
         SECRET,
