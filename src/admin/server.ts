@@ -38,6 +38,11 @@ export interface AdminDeps {
   store: () => Store;
   /** The live limiter: its locally decided denials are flushed before a read. */
   limiter: () => Pick<Limiter, "flushDenials" | "forgetDenials">;
+  /**
+   * Tells every instance that limit state was reset, so each forgets the denials it cached for
+   * those keys (the gateway publishes on its change feed); default: this process alone.
+   */
+  announceReset?: (keys: readonly string[]) => Promise<void>;
   /** The usage ledger, for /admin/usage (absent: those paths are no endpoint). */
   usage?: () => Pick<UsageLedger, "read" | "listPage">;
   metrics: Metrics;
@@ -123,7 +128,15 @@ export function operatorRoutes(deps: AdminDeps): AdminRoute[] {
   const inProcessOverrides = deps.overrides ? undefined : inProcessOverridesService();
   const overrides = deps.overrides ?? (() => inProcessOverrides!);
   /** What the endpoints that read or reset limit state are given. */
-  const state = { runtime, store, limiter, fromStore, audit, overrides: () => overrides().table };
+  const state = {
+    runtime,
+    store,
+    limiter,
+    fromStore,
+    audit,
+    overrides: () => overrides().table,
+    announceReset: deps.announceReset,
+  };
   const inProcessKeys = deps.keys
     ? undefined
     : createKeyStore({ kind: "memory", feed: new MemoryChangeFeed() });

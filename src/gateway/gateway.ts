@@ -145,6 +145,11 @@ export class Gateway {
       this.storeErrors,
     );
     this.changes = createChanges(created.ledger, runtime, logger, this.metrics);
+    // An operator reset limit state through any instance: this process's deny cache forgets
+    // those keys too, or it would deny until the retry-after it cached.
+    this.changes.onChange((change) => {
+      if (change.kind === "reset") this.generations.current.limiter.forgetDenials(change.keys);
+    });
     ({ keys: this.keys, lookup: this.keyLookup } = createRuntimeKeys(
       created.ledger,
       this.changes,
@@ -260,6 +265,7 @@ export class Gateway {
         audit: this.audit,
         keys: () => this.keys,
         overrides: () => this.overrides,
+        announceReset: (keys) => this.changes.publish({ kind: "reset", keys: [...keys] }),
       });
       this.adminServer = createAdminServer(admin);
     }

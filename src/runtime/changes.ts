@@ -1,5 +1,6 @@
 // How every instance learns that an operator changed runtime state (a key created, revoked or
-// rotated; an override set or removed), so each can drop what it cached about it.
+// rotated; an override set or removed; limit state reset), so each can drop what it cached
+// about it.
 //
 // With Redis, a change is recorded twice: XADD to the change stream `<prefix>{rt}:changes`
 // (MAXLEN ~ CHANGE_STREAM_MAX) and PUBLISH on `<prefix>rt:changes`, the message carrying the
@@ -44,7 +45,11 @@ import { randomUUID } from "node:crypto";
 import { Cluster, type Redis } from "ioredis";
 import { storedObject } from "./stored-json.js";
 
-export type Change = { kind: "key"; hash: string } | { kind: "override"; caller: string };
+export type Change =
+  | { kind: "key"; hash: string }
+  | { kind: "override"; caller: string }
+  /** Limit state an operator reset (DELETE /admin/callers, /admin/limits): the keys deleted. */
+  | { kind: "reset"; keys: string[] };
 
 export interface ChangeFeed {
   /** Records a change (XADD to the stream + PUBLISH), after the write it describes. */
@@ -102,9 +107,14 @@ export function changeChannel(prefix: string): string {
 
 /** A change as one stream field / message text. */
 export function encodeChange(change: Change): string {
-  return JSON.stringify(
-    change.kind === "key" ? { k: "key", h: change.hash } : { k: "override", c: change.caller },
-  );
+  switch (change.kind) {
+    case "key":
+      return JSON.stringify({ k: "key", h: change.hash });
+    case "override":
+      return JSON.stringify({ k: "override", c: change.caller });
+    case "reset":
+      return JSON.stringify({ k: "reset", ks: change.keys });
+  }
 }
 
 /** A change from its text; undefined for a kind this version does not know, or garbage. */
@@ -113,6 +123,8 @@ export function decodeChange(text: string): Change | undefined {
   if (!o) return undefined;
   if (o.k === "key" && typeof o.h === "string") return { kind: "key", hash: o.h };
   if (o.k === "override" && typeof o.c === "string") return { kind: "override", caller: o.c };
+  if (o.k === "reset" && Array.isArray(o.ks) && o.ks.every((k) => typeof k === "string"))
+    return { kind: "reset", keys: o.ks as string[] };
   return undefined;
 }
 

@@ -26,6 +26,7 @@ clients:
   - { id: raise, key: raise-key, plan: pro }
   - { id: lower, key: lower-key, plan: pro }
   - { id: brief, key: brief-key, plan: pro }
+  - { id: reset, key: reset-key, plan: pro }
   - { id: t1, key: t1-key, plan: team, tenant: acme }
   - { id: t2, key: t2-key, plan: team, tenant: acme }
 plans:
@@ -371,4 +372,24 @@ describe("a Redis restarted without persistence", () => {
       }
     }
   }, 20_000);
+});
+
+describe("DELETE /admin/callers through one instance", () => {
+  it("gives the caller its limits back on the other instance within a second, past its deny cache", async () => {
+    const on = (gw: InProcessGateway) => send(gw.url, { path: "/x", headers: { "x-api-key": "reset-key" } });
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await on(b)).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
+    expect((await admin(a, "/admin/callers/client:reset", "DELETE")).status).toBe(200);
+    const started = performance.now();
+    let status = 429;
+    while (status !== 200 && performance.now() - started < 3000) {
+      status = (await on(b)).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 20));
+    }
+    const ms = performance.now() - started;
+    console.log(`reset through A: B served the caller again after ${ms.toFixed(0)} ms`);
+    expect(status).toBe(200);
+    expect(ms).toBeLessThan(1000);
+  });
 });

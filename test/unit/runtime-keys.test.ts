@@ -394,12 +394,16 @@ describe("MemoryKeyStore", () => {
 });
 
 describe("change encoding", () => {
-  it("round-trips both kinds and ignores what it does not know", () => {
+  it("round-trips every kind and ignores what it does not know", () => {
     for (const ch of [
       { kind: "key", hash: "ab" },
       { kind: "override", caller: "client:acme" },
+      { kind: "reset", keys: ["tg:{c:acme}:pro.global", "tg:{c:acme}:c:acme:denials"] },
+      { kind: "reset", keys: [] },
     ] as Change[])
       expect(decodeChange(encodeChange(ch))).toEqual(ch);
+    expect(decodeChange('{"k":"reset","ks":"tg:{c:acme}:pro.global"}')).toBeUndefined();
+    expect(decodeChange('{"k":"reset","ks":[1]}')).toBeUndefined();
     expect(decodeChange('{"k":"mark"}')).toBeUndefined();
     expect(decodeChange("not json")).toBeUndefined();
     expect(decodeChange('{"k":"future","x":1}')).toBeUndefined();

@@ -24,6 +24,8 @@ export interface LimitEndpointDeps {
   fromStore: FromStore;
   /** Where a reset is recorded, by the token that asked for it. */
   audit: Pick<AuditLog, "write">;
+  /** Tells the other instances (and workers) to forget their cached denials of reset keys. */
+  announceReset?: ((keys: readonly string[]) => Promise<void>) | undefined;
 }
 
 /** How many names a 404 lists before it stops. */
@@ -79,10 +81,12 @@ export function limitEndpoints(deps: LimitEndpointDeps): { show: AdminHandler; r
     const found = lookup(request);
     if (!found) return;
     const { key, limit } = found;
-    // This instance's deny cache forgets it at once; others deny until the retry-after they
-    // already sent (limits/deny-cache.ts), as for a caller's reset.
+    // This process's deny cache forgets it at once, every other one when it hears of the reset
+    // (limits/deny-cache.ts), as for a caller's reset.
     deps.limiter().forgetDenials([key]);
     const deleted = await deps.fromStore(() => deps.store().reset([key]));
+    const announce = deps.announceReset;
+    if (announce) await deps.fromStore(() => announce([key]));
     // The limit as the operator named it: its name, and the values of `?key=` that chose the key.
     const keys = request.query.getAll("key");
     const target = keys.length === 0 ? limit.spec.name : `${limit.spec.name}?key=${keys.join("&key=")}`;
