@@ -267,8 +267,14 @@ export function callerLimits(
     });
   }
 
-  const bytes = parseIp(ref.id);
-  if (!bytes) return { ok: false, status: 400, detail: `"${ref.id}" is not an IP address` };
+  const bytes = parseIp(ref.id) ?? ipv6Group(ref.id, rt.identity.ipv6Prefix);
+  if (!bytes) {
+    return {
+      ok: false,
+      status: 400,
+      detail: `"${ref.id}" is not an IP address, or an IPv6 /${rt.identity.ipv6Prefix} as /admin/denials/top names one`,
+    };
+  }
   const ipKey = callerIpKey(unwrapMapped(bytes), rt.identity.ipv6Prefix);
   const anonymous: Caller = { kind: "anonymous", plan: rt.anonymousPlan, ipKey };
   // An anonymous caller keys every caller, tenant and ip part by its address (keys.ts).
@@ -293,6 +299,17 @@ export function callerLimits(
 }
 
 const NONE: ReadonlySet<string> = new Set();
+
+/**
+ * An IPv6 caller as its key names it (`2001:db8::/64`, the form /admin/denials/top lists): the
+ * group's first address, when the prefix is the one callers are grouped by (identity.ipv6_prefix).
+ */
+function ipv6Group(text: string, ipv6Prefix: number): Uint8Array | null {
+  const slash = text.indexOf("/");
+  if (slash === -1 || text.slice(slash + 1) !== String(ipv6Prefix)) return null;
+  const bytes = parseIp(text.slice(0, slash));
+  return bytes?.length === 16 ? bytes : null;
+}
 
 /** The limit names a configured client's `limits` replace: `<plan>.global`, `<plan>.<route>`. */
 export function overriddenNames(rt: Runtime, id: string, plan: string): ReadonlySet<string> {

@@ -210,6 +210,21 @@ describe("GET /admin/callers/{caller...}", () => {
     expect(jwt.json()).not.toHaveProperty("plan_from_key");
   });
 
+  it("an IPv6 caller named as /admin/denials/top names it (its /64) reads the same keys as any address in it", async () => {
+    const keysOf = async (caller: string) => {
+      const res = await call(endpoints().callers.show, { caller });
+      expect(res.statusCode, caller).toBe(200);
+      return (res.json() as { limits: { key: string }[] }).limits.map((l) => l.key);
+    };
+    const group = await keysOf("ip:2001:db8:1:2::/64");
+    expect(group).toEqual(["tg:{ip:2001:db8:1:2::/64}:anonymous.global"]);
+    expect(await keysOf("ip:2001:db8:1:2:ffff::9")).toEqual(group);
+    for (const caller of ["ip:2001:db8::/48", "ip:10.0.0.0/64", "ip:2001:db8::/64/64", "ip:/64"]) {
+      const res = await call(endpoints().callers.show, { caller });
+      expect(res.statusCode, caller).toBe(400);
+    }
+  });
+
   it.each([
     ["not a caller name", "nobody", "bad_caller"],
     ["an empty name", "", "bad_caller"],
