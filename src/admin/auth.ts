@@ -81,7 +81,23 @@ export function decideAccess(
  */
 export function requireAdminToken(tokens: () => readonly AdminToken[]): Guard {
   return (req: IncomingMessage, res: ServerResponse) => {
-    const access = decideAccess(req.method, req.headers.authorization, tokens());
+    const configured = tokens();
+    // Node keeps the first of several Authorization lines; a proxy in front may keep the last.
+    // The proxy listener refuses such a request (400), and so does this one: which credential
+    // it acts on must not depend on who reads it.
+    if (configured.length > 0 && authorizationLines(req.rawHeaders) > 1) {
+      replyProblem(
+        res,
+        "unauthorized",
+        "send one Authorization header: this request has several",
+        undefined,
+        {
+          "www-authenticate": REALM,
+        },
+      );
+      return false;
+    }
+    const access = decideAccess(req.method, req.headers.authorization, configured);
     switch (access.kind) {
       case "allowed":
         return access.principal;
@@ -110,4 +126,11 @@ export function requireAdminToken(tokens: () => readonly AdminToken[]): Guard {
       }
     }
   };
+}
+
+/** How many Authorization field lines a request carries, in any spelling of the name. */
+function authorizationLines(rawHeaders: readonly string[]): number {
+  let n = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === "authorization") n++;
+  return n;
 }

@@ -120,6 +120,24 @@ describe("the guard's answers", () => {
     return { passed, res };
   };
 
+  it("two Authorization lines: 401 whichever comes first, as the proxy listener refuses them", () => {
+    for (const pair of [
+      [`Bearer ${VIEWER}`, `Bearer ${OPS}`],
+      [`Bearer ${OPS}`, `Bearer ${VIEWER}`],
+      [`Bearer ${OPS}`, `Bearer ${OPS}`],
+    ]) {
+      const res = fakeResponse();
+      const headers: [string, string][] = [
+        ["host", "admin"],
+        ["Authorization", pair[0]!],
+        ["authorization", pair[1]!],
+      ];
+      expect(guard(fakeRequest({ method: "GET", url: "/admin/config", headers }), res)).toBe(false);
+      expect(res.statusCode).toBe(401);
+      expect(res.json()).toMatchObject({ detail: expect.stringContaining("send one Authorization header") });
+    }
+  });
+
   it("a read token on a write: 403 insufficient_scope naming the scope needed, RFC 6750's header", () => {
     const { passed, res } = ask("POST", `Bearer ${VIEWER}`);
     expect(passed).toBe(false);
