@@ -164,31 +164,73 @@ export function isConfiguredClient(rt: Runtime, id: string): boolean {
 }
 
 /**
- * The client a stored key makes of `records` (one client's keys, oldest first): the newest
- * key the running config can serve, as a request carrying it would be served. A client's keys
- * usually share a plan (a rotation keeps it); when they differ the newest says, and `keyId`
- * names it. Undefined when no key can be served (its plan or limits gone by a reload).
+ * The clients a client's stored keys make of it (`records`: its keys, oldest first), newest key
+ * first, one per distinct plan, tenant and own limits: each as a request carrying that key
+ * would be served. A client's keys usually share a plan (a rotation keeps it), but keys may be
+ * issued on several; its requests are then limited under each key's. Keys the running config
+ * cannot serve (a reload removed their plan, or their limits no longer fit) are left out.
  */
-export function storedClient(rt: Runtime, records: readonly StoredKey[]): StoredClient | undefined {
+export function storedClients(rt: Runtime, records: readonly StoredKey[]): StoredClient[] {
+  const found: StoredClient[] = [];
+  const seen = new Set<string>();
   for (let i = records.length - 1; i >= 0; i--) {
     const record = records[i]!;
     const answer = answerFor(record, rt);
     if (answer.kind !== "client") continue;
+    const same = JSON.stringify([record.plan, record.tenant ?? null, record.limits ?? null]);
+    if (seen.has(same)) continue;
+    seen.add(same);
     const spec = record.limits === undefined ? undefined : checkKeySpec(rt.config, record);
     const own = spec?.ok ? spec.limits : undefined;
-    return {
+    found.push({
       plan: answer.client.plan,
       tenant: answer.client.tenant,
       overridden: own ? limitNames(record.plan, own) : NONE,
       keyId: record.id,
-    };
+    });
   }
-  return undefined;
+  return found;
+}
+
+/**
+ * One caller's limits as several plans bind it (a client whose keys are on several): `first`
+ * with what `more` adds, each key, keyed prefix and shared limit once. `first` names the plan.
+ */
+export function mergedLimits(first: CallerLimits, more: readonly CallerLimits[]): CallerLimits {
+  const checks = [...first.checks];
+  const keyed = [...first.keyed];
+  const shared = [...first.shared];
+  const overridden = new Set(first.overridden);
+  const runtimeOverrides = new Map(first.runtimeOverrides);
+  const keys = new Set(checks.map((c) => c.key));
+  const prefixes = new Set(keyed.map((k) => k.prefix));
+  const sharedNames = new Set(shared.map((x) => x.limit.spec.name));
+  for (const other of more) {
+    for (const c of other.checks) {
+      if (keys.has(c.key)) continue;
+      keys.add(c.key);
+      checks.push(c);
+    }
+    for (const k of other.keyed) {
+      if (prefixes.has(k.prefix)) continue;
+      prefixes.add(k.prefix);
+      keyed.push(k);
+    }
+    for (const x of other.shared) {
+      if (sharedNames.has(x.limit.spec.name)) continue;
+      sharedNames.add(x.limit.spec.name);
+      shared.push(x);
+    }
+    for (const name of other.overridden) overridden.add(name);
+    for (const [name, record] of other.runtimeOverrides)
+      if (!runtimeOverrides.has(name)) runtimeOverrides.set(name, record);
+  }
+  return { ...first, checks, keyed, shared, overridden, runtimeOverrides };
 }
 
 /**
  * The limits of a caller. A client is looked up in the config, then in `query.stored` (the
- * client of its stored API keys, storedClient); a JWT caller (in neither) needs `plan` (and
+ * client of one of its stored API keys, storedClients); a JWT caller (in neither) needs `plan` (and
  * `tenant` when it has one) from the query, since only its token says them.
  * With `overrides`, a limit an operator's runtime override sizes for the caller (or its tenant)
  * is read at that size, as the limiter checks it.

@@ -163,8 +163,9 @@ describe("GET /admin/callers/{caller...}", () => {
     expect(res.json()).toMatchObject({ caller: "client:bob", plan: "team", tenant: "t9" });
   });
 
-  it("a client known only by keys issued at runtime is read under its newest servable key's plan", async () => {
-    // The newest key's plan is not in the config (a reload removed it): the one before serves.
+  it("a client known only by keys issued at runtime is read under its servable keys' plans, newest first", async () => {
+    // The newest key's plan is not in the config (a reload removed it): the two before serve,
+    // on the same plan but one with a tenant and its own burst: the client is limited under both.
     const keys = storedKeys(
       "keyed",
       { plan: "team" },
@@ -175,19 +176,31 @@ describe("GET /admin/callers/{caller...}", () => {
     const res = await call(callers.show, { caller: "client:keyed" }, "plan=anonymous&tenant=t9");
     expect(res.statusCode).toBe(200);
     expect(asked.slice(0, 2)).toEqual(["keys keyed", "flush"]);
-    // What its requests are limited under, not what the query says: the key's own burst of 3,
-    // under its tenant's hash tag, marked as the client's own size.
+    // What its requests are limited under, not what the query says: the newest servable key's
+    // own burst of 3 under its tenant's hash tag, marked as the client's own size, then what the
+    // older key adds.
     expect(res.json()).toMatchObject({
       caller: "client:keyed",
       plan: "team",
       tenant: "t7",
       plan_from_key: keys[1]!.id,
+      key_plans: [
+        { key: keys[1]!.id, plan: "team" },
+        { key: keys[0]!.id, plan: "team" },
+      ],
       limits: [
         { name: "team.global", limit: 3, override: true, key: "tg:{t:t7}:c:keyed:team.global" },
         { name: "team.tenant", limit: 100, key: "tg:{t:t7}:team.tenant" },
+        { name: "team.global", limit: 10, key: "tg:{c:keyed}:team.global" },
       ],
     });
     expect(JSON.stringify(res.json())).not.toContain(keys[1]!.hash);
+    // A reset takes every one of them.
+    asked.length = 0;
+    expect((await call(callers.reset, { caller: "client:keyed" }, "", "DELETE")).statusCode).toBe(200);
+    const reset = asked.find((a) => a.startsWith("reset "))!;
+    for (const key of ["tg:{t:t7}:c:keyed:team.global", "tg:{t:t7}:team.tenant", "tg:{c:keyed}:team.global"])
+      expect(reset.split(" ")).toContain(key);
   });
 
   it("a configured client's keys are never listed; a client with no servable key is unknown", async () => {

@@ -18,10 +18,11 @@ import {
   callerLimits,
   isConfiguredClient,
   type KeyedLimit,
+  mergedLimits,
   parseCallerRef,
   type SharedLimit,
   type StoredClient,
-  storedClient,
+  storedClients,
 } from "../caller-limits.js";
 import { keyQuery, mayLackValues } from "../limit-key.js";
 import { limitFacts, limitState } from "../limit-view.js";
@@ -83,7 +84,7 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     res,
     params,
     query,
-  }: AdminRequest): Promise<{ limits: CallerLimits; stored: StoredClient | undefined } | undefined> {
+  }: AdminRequest): Promise<{ limits: CallerLimits; stored: StoredClient[] } | undefined> {
     const ref = parseCallerRef(params.caller!);
     if (!ref) {
       replyProblem(res, "bad_caller", "name the caller as client:<id>, tenant:<id> or ip:<address>");
@@ -93,26 +94,29 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     const keys = deps.keys;
     // A client the config does not name may hold keys issued at runtime: their plan is the one
     // its requests are limited under, so the operator need not say it (a JWT caller's must).
+    // Keys on several plans limit the client under each: all of them are read (and reset).
     const stored =
       ref.kind === "client" && keys && !isConfiguredClient(rt, ref.id)
-        ? storedClient(rt, await deps.fromStore(() => keys().list(ref.id)))
-        : undefined;
-    const found = callerLimits(
-      rt,
-      ref,
-      {
-        plan: query.get("plan") ?? undefined,
-        tenant: query.get("tenant") ?? undefined,
-        stored,
-      },
-      deps.overrides?.(),
-    );
+        ? storedClients(rt, await deps.fromStore(() => keys().list(ref.id)))
+        : [];
+    const lookupAs = (client: StoredClient | undefined) =>
+      callerLimits(
+        rt,
+        ref,
+        { plan: query.get("plan") ?? undefined, tenant: query.get("tenant") ?? undefined, stored: client },
+        deps.overrides?.(),
+      );
+    const found = lookupAs(stored[0]);
     if (!found.ok) {
       replyProblem(res, found.status === 404 ? "unknown_caller" : "bad_caller", found.detail);
       return undefined;
     }
+    const more = stored.slice(1).flatMap((client) => {
+      const other = lookupAs(client);
+      return other.ok ? [other.limits] : [];
+    });
     await deps.fromStore(() => deps.limiter().flushDenials());
-    return { limits: found.limits, stored };
+    return { limits: more.length ? mergedLimits(found.limits, more) : found.limits, stored };
   }
 
   async function show(request: AdminRequest): Promise<void> {
@@ -155,8 +159,10 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
       caller,
       plan: plan ?? null,
       tenant: tenant ?? null,
-      // Only for a client known by its stored keys alone: which key's plan this is.
-      ...(stored ? { plan_from_key: stored.keyId } : {}),
+      // Only for a client known by its stored keys alone: which key's plan this is, and when its
+      // keys are on several, each plan with its newest key (the limits are all of theirs).
+      ...(stored[0] ? { plan_from_key: stored[0].keyId } : {}),
+      ...(stored.length > 1 ? { key_plans: stored.map((s) => ({ key: s.keyId, plan: s.plan.name })) } : {}),
       limits: checks.map((c, i) => ({ ...limitState(c, views[i]!), ...marked(c.spec.name) })),
       // The new kinds appear only for a caller that has them, so other answers keep their shape.
       ...(keyed.length === 0
