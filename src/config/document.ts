@@ -115,6 +115,23 @@ export class PositionedDocument {
     return collapseStrayTokens(found).map((e) => this.problemAtOffset(e.offset, "", e.message));
   }
 
+  /** Where the first alias to an anchor never set is (else the first alias, else the start). */
+  private firstUnresolvedAlias(): number {
+    let first: number | undefined;
+    let unresolved: number | undefined;
+    visit(this.doc, {
+      Alias: (_key, node) => {
+        first ??= node.range?.[0];
+        if (unresolved === undefined && node.resolve(this.doc) === undefined) {
+          unresolved = node.range?.[0];
+          return visit.BREAK;
+        }
+        return undefined;
+      },
+    });
+    return unresolved ?? first ?? 0;
+  }
+
   /**
    * The document as plain data, or the problem that stops it becoming data: an alias to an
    * anchor never set, or aliases that expand past the cap (the "billion laughs").
@@ -123,12 +140,14 @@ export class PositionedDocument {
     try {
       return { ok: true, value: this.doc.toJS({ maxAliasCount: 100 }) };
     } catch (err) {
-      const message = (err as Error).message.split("\n")[0]!;
+      // The library names the alias as written, which may be a secret a `*` made an alias of
+      // (`key: *s3cret`, or a `${VAR}` whose value starts with one): the position says which.
+      const message = withoutSourceText((err as Error).message);
       const alias = /alias/i.test(message);
       return {
         ok: false,
         problem: this.problemAtOffset(
-          0,
+          alias ? this.firstUnresolvedAlias() : 0,
           "",
           alias ? `YAML anchors and aliases: ${message}; write the value out instead` : message,
         ),

@@ -134,6 +134,17 @@ routes: [{ name: d, match: { path: / }, upstream: api }]
     );
   });
 
+  it("an unresolved alias names its line, never its text: a secret written after a * stays out", () => {
+    const yaml = BASE.replace(
+      "  - { id: acme, key: k1, plan: free, tenant: acme }",
+      "  - { id: c, key: *literal-secret-0123, plan: free }\n  - { id: d, key: ${KEY}, plan: free }",
+    );
+    const out = problems(yaml, { KEY: "*env-secret-4567" });
+    expect(out.join("\n")).not.toMatch(/literal-secret|env-secret/);
+    const line = yaml.split("\n").findIndex((l) => l.includes("*literal-secret")) + 1;
+    expect(out[0]).toMatch(new RegExp(`^gw\\.yaml:${line}:\\d+: YAML anchors and aliases: Unresolved alias`));
+  });
+
   it("refuses duplicate keys", () => {
     expect(
       problems(BASE.replace("listen: 127.0.0.1:8080", "listen: 127.0.0.1:8080\nlisten: 127.0.0.1:8081"))[0],
