@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Runtime } from "../config/compile.js";
 import type { ReloadResult } from "../gateway/reload-decision.js";
+import { answeredBeforeBody } from "../http/unread-body.js";
 import type { Limiter } from "../limits/limiter.js";
 import type { Store } from "../limits/stores/contract.js";
 import type { Metrics } from "../observability/metrics.js";
@@ -223,6 +224,10 @@ export function createAdminHandler(deps: AdminDeps) {
   });
 
   return function handleAdmin(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // A request refused (401, 403, 404) or answered without reading its body: at most a short
+    // body is read after the answer, as on the proxy listener (an attack pass made this one read
+    // 7 GB in 15 s with no token at all). Endpoints that take a body have read it by then.
+    res.once("finish", () => answeredBeforeBody(req));
     const path = requestPath(req.url ?? "/");
     return path === "/admin" || path.startsWith("/admin/") ? operatorApi(req, res) : probes(req, res);
   };

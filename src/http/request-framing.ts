@@ -167,7 +167,7 @@ const CONNECTION_SPECIFIC = ["connection", "keep-alive", "proxy-connection", "tr
 function h2Malformed(headers: IncomingHttpHeaders): string | null {
   const method = headers[":method"];
   if (typeof method === "string" && !HTTP1_METHODS.has(method)) {
-    return "the request's :method is not one this gateway serves (methods are case-sensitive: POST, not post)";
+    return "the request's :method is not one an HTTP/1.1 request line may carry, spelled as it is (methods are case-sensitive: POST, not post)";
   }
   for (const name of CONNECTION_SPECIFIC) {
     if (headers[name] !== undefined)

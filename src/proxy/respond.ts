@@ -1,8 +1,8 @@
 // Every answer the gateway gives itself (refusals, 429, 503, 500), each a problem from the table
 // (http/problem.ts), and the one place a request ends: counted once and logged in one line.
-import type { IncomingMessage } from "node:http";
 import { problemFor, sendProblem } from "../http/problem.js";
 import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
+import { answeringBeforeBody } from "../http/unread-body.js";
 import type { DegradedReason, DeniedDecision } from "../limits/decision.js";
 import type { RequestDecision } from "../observability/metrics.js";
 import type { ProxyEnv, Refusal, RequestContext } from "./context.js";
@@ -103,53 +103,10 @@ function answer(
 ): void {
   ctx.decision = decision;
   ctx.status = problem.status;
-  const req = ctx.req;
-  // Answered before its body was read (a 401, a 429): Node keeps the connection and reads the
-  // rest of the body to reach the next request, however much is announced, for as long as the
-  // client takes to send it (found by an attack pass: 1000 trickling connections with a bad key
-  // held 1000 descriptors for the 120 s request timeout, and four fast ones made the gateway
-  // read 5 GB in 10 s). A short body is still read, within DRAIN_MAX_MS, and its connection
-  // reused; a longer one, or one of unknown length, closes the connection with the answer.
-  if (req.httpVersionMajor === 1 && !req.complete && announcesBody(req)) {
-    if (bodyPastDrain(req)) {
-      headers.connection = "close";
-      ctx.res.shouldKeepAlive = false;
-    } else {
-      ctx.res.once("finish", () => drainWithin(req, DRAIN_MAX_MS));
-    }
-  }
+  // Answered before its body was read (a 401, a 429): at most a short body is read after it.
+  answeringBeforeBody(ctx.req, ctx.res, headers);
   sendProblem(ctx.res, problem, headers);
   complete(env, ctx);
-}
-
-/** Most of an unread request body read after answering without it, in bytes and in time. */
-export const DRAIN_MAX_BYTES = 64 * 1024;
-export const DRAIN_MAX_MS = 2000;
-
-/** Whether an HTTP/1.1 request has a body at all (most refused requests are bodiless GETs). */
-function announcesBody(req: IncomingMessage): boolean {
-  const length = req.headers["content-length"];
-  return req.headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
-}
-
-/** A body announced past DRAIN_MAX_BYTES, or chunked (of a length nobody knows yet). */
-function bodyPastDrain(req: IncomingMessage): boolean {
-  if (req.headers["transfer-encoding"] !== undefined) return true;
-  const length = Number(req.headers["content-length"] ?? 0);
-  return !(length <= DRAIN_MAX_BYTES);
-}
-
-/**
- * Closes the connection if the answered request's body has not all arrived within `ms`. Only a
- * timer (no listener on the socket, which a keep-alive client could make pile up): by then the
- * socket is closed, or serving a later request of a body that did arrive.
- */
-function drainWithin(req: IncomingMessage, ms: number): void {
-  const socket = req.socket;
-  if (req.complete || !socket || socket.destroyed) return;
-  setTimeout(() => {
-    if (!req.complete) socket.destroy();
-  }, ms).unref();
 }
 
 /** The request has ended: out of the in-flight count, counted, and logged in one line. */

@@ -3,7 +3,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DRAIN_MAX_MS } from "../../src/proxy/respond.js";
+import { DRAIN_MAX_MS } from "../../src/http/unread-body.js";
 import { type InProcessGateway, metricValue, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
 import { rawRequest } from "../support/raw.js";
