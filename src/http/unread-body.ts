@@ -41,12 +41,25 @@ export function answeredBeforeBody(req: IncomingMessage): void {
   if (req.httpVersionMajor !== 1 || req.complete || !announcesBody(req)) return;
   const socket = req.socket as Socket | null;
   if (!socket || socket.destroyed) return;
-  if (bodyPastDrain(req)) {
-    socket.end();
-    setTimeout(() => socket.destroy(), DRAIN_MAX_MS).unref();
-  } else {
-    drainWithin(req, DRAIN_MAX_MS);
-  }
+  if (bodyPastDrain(req)) closeAfterAnswer(socket);
+  else drainWithin(req, DRAIN_MAX_MS);
+}
+
+/** How long a client may keep a socket open after its answer once the gateway ended it. */
+const LINGER_MS = 2000;
+
+/**
+ * Closes a socket that has had its answer: FIN now, and a forced close if the client does not
+ * close its side in time. Without it a refused WebSocket handshake (401, 404, 429, an upstream's
+ * non-101), whose socket Node no longer manages, stays open for good; and a body nobody reads
+ * would be read to its end.
+ */
+export function closeAfterAnswer(socket: Socket): void {
+  if (socket.destroyed) return;
+  socket.end();
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+  timer.unref();
+  socket.once("close", () => clearTimeout(timer));
 }
 
 /** Whether an HTTP/1.1 request has a body at all (most refused requests are bodiless GETs). */

@@ -5,6 +5,7 @@
 import { type IncomingMessage, type Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { requestIdOf } from "../http/request-id.js";
+import { closeAfterAnswer } from "../http/unread-body.js";
 import type { AllowedDecision, LimitDecision } from "../limits/decision.js";
 import { type Admission, admit } from "./admit.js";
 import {
@@ -21,7 +22,7 @@ import { checkFailed, decide, observeCheck, recordDecision } from "./decide.js";
 import { forward } from "./forward.js";
 import { complete, failed, refuse, roundMs, tooMany, unavailable } from "./respond.js";
 import { releaseLeases } from "./response-handlers.js";
-import { closeAfterAnswer, isWebSocketUpgrade, serveWithoutUpgrade, watchHandshake } from "./upgrade.js";
+import { isWebSocketUpgrade, serveWithoutUpgrade, watchHandshake } from "./upgrade.js";
 import type { UpstreamPools } from "./upstreams.js";
 
 /**

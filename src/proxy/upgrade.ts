@@ -72,22 +72,6 @@ export function serveWithoutUpgrade(
   server.emit(socket instanceof TLSSocket ? "secureConnection" : "connection", socket);
 }
 
-/** How long a client may keep a refused handshake's socket open after its answer. */
-const LINGER_MS = 2000;
-
-/**
- * Closes a socket that has had its answer: FIN now, and a forced close if the client does not
- * close its side in time. Without it a refused handshake (401, 404, 429, an upstream's non-101)
- * leaves the socket open for good, since Node no longer manages it.
- */
-export function closeAfterAnswer(socket: Socket): void {
-  if (socket.destroyed) return;
-  socket.end();
-  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
-  timer.unref();
-  socket.once("close", () => clearTimeout(timer));
-}
-
 /** Most bytes a client may send after its handshake before the answer; past it, it is cut off. */
 const EARLY_BYTES_MAX = 64 * 1024;
 
