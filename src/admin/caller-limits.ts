@@ -14,7 +14,7 @@ import { keyTail, readsRequest } from "../limits/key-by.js";
 import { binds, denialLogKey, limitKey, requestLimitKey } from "../limits/keys.js";
 import type { PlannedLimit } from "../limits/plan.js";
 import type { LimitCheck } from "../limits/spec.js";
-import { answerFor } from "../runtime/key-lookup.js";
+import { answerFor, yamlClient } from "../runtime/key-lookup.js";
 import { checkKeySpec } from "../runtime/key-spec.js";
 import type { StoredKey } from "../runtime/keys.js";
 import { type OverrideRecord, overrideContext } from "../runtime/override-rules.js";
@@ -157,12 +157,6 @@ export interface StoredClient {
   keyId: string;
 }
 
-/** Whether `id` is a client of the config (its keys then serve it, whatever plan they name). */
-export function isConfiguredClient(rt: Runtime, id: string): boolean {
-  for (const c of rt.clientsByKeyHash.values()) if (c.id === id) return true;
-  return false;
-}
-
 /**
  * The clients a client's stored keys make of it (`records`: its keys, oldest first), newest key
  * first, one per distinct plan, tenant and own limits: each as a request carrying that key
@@ -256,7 +250,7 @@ export function callerLimits(
   if (ref.kind === "client") {
     // A client with its own limits has a plan of its own, compiled with them under the plan's
     // name (config/compile.ts): its limits are read from that plan, never from rt.plans.
-    const configured = [...rt.clientsByKeyHash.values()].find((c) => c.id === ref.id);
+    const configured = yamlClient(rt, ref.id);
     // What serves the client's requests says its plan: the config, else its stored keys; only
     // a caller neither knows (a JWT's) takes the operator's word for it.
     const stored = configured ? undefined : query.stored;

@@ -120,7 +120,8 @@ function made(entry: CachedKey, rt: Runtime): StoredKeyAnswer {
 /** YAML clients by id, per runtime: a YAML client with a stored key's client id wins. */
 const yamlClients = new WeakMap<Runtime, Map<string, CompiledClient>>();
 
-function yamlClient(rt: Runtime, id: string): CompiledClient | undefined {
+/** The config's client of this id (the first, as a request with its key would be served). */
+export function yamlClient(rt: Runtime, id: string): CompiledClient | undefined {
   let byId = yamlClients.get(rt);
   if (!byId) {
     byId = new Map();

@@ -10,13 +10,13 @@ import type { PlannedLimit } from "../../limits/plan.js";
 import type { LimitCheck } from "../../limits/spec.js";
 import type { DenialLog, Inspector, ListKeysBounds } from "../../limits/stores/contract.js";
 import type { AuditLog } from "../../runtime/audit.js";
+import { yamlClient } from "../../runtime/key-lookup.js";
 import type { KeyStore } from "../../runtime/keys.js";
 import type { OverrideTable } from "../../runtime/override-table.js";
 import { audited } from "../audited.js";
 import {
   type CallerLimits,
   callerLimits,
-  isConfiguredClient,
   type KeyedLimit,
   mergedLimits,
   parseCallerRef,
@@ -96,7 +96,7 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     // its requests are limited under, so the operator need not say it (a JWT caller's must).
     // Keys on several plans limit the client under each: all of them are read (and reset).
     const stored =
-      ref.kind === "client" && keys && !isConfiguredClient(rt, ref.id)
+      ref.kind === "client" && keys && !yamlClient(rt, ref.id)
         ? storedClients(rt, await deps.fromStore(() => keys().list(ref.id)))
         : [];
     const lookupAs = (client: StoredClient | undefined) =>
