@@ -27,19 +27,16 @@ import {
 import { keyQuery, mayLackValues } from "../limit-key.js";
 import { limitFacts, limitState } from "../limit-view.js";
 import { replyProblem, sendJson } from "../reply.js";
+import { type ResetDeps, resetState } from "../reset-state.js";
 import type { AdminHandler, AdminRequest } from "../router.js";
-import type { FromStore } from "../store-failure.js";
 
-export interface CallerEndpointDeps {
+export interface CallerEndpointDeps extends ResetDeps {
   runtime: () => Runtime;
   store: () => Inspector & Pick<DenialLog, "denials">;
   /** The live limiter: its locally decided denials are flushed before a read or a reset. */
   limiter: () => Pick<Limiter, "flushDenials" | "forgetDenials">;
-  fromStore: FromStore;
   /** Where a reset is recorded, by the token that asked for it. */
   audit: Pick<AuditLog, "write">;
-  /** Tells the other instances (and workers) to forget their cached denials of reset keys. */
-  announceReset?: ((keys: readonly string[]) => Promise<void>) | undefined;
   /** The runtime overrides this instance applies: a limit one sizes is shown at that size. */
   overrides?: () => Pick<OverrideTable, "effective">;
   /** The API keys issued at runtime: a client known only by them is read under their plan. */
@@ -202,13 +199,7 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
     const listed = await deps.fromStore(() => listKeyed(store, limits.keyed));
     const keys = [...limits.checks, ...listed.checks].map((c) => c.key);
     if (limits.logKey) keys.push(limits.logKey);
-    // This process's deny cache forgets them at once; every other instance and worker when it
-    // hears of the reset on the change feed (within a second; the reconcile's 5 s if a pub/sub
-    // message is lost), or it would deny until the retry-after it had cached.
-    deps.limiter().forgetDenials(keys);
-    const deleted = await deps.fromStore(() => store.reset(keys));
-    const announce = deps.announceReset;
-    if (announce) await deps.fromStore(() => announce(keys));
+    const deleted = await resetState(deps, keys);
     await audited(deps.audit, request, "DELETE /admin/callers", request.params.caller!);
     sendJson(request.res, 200, {
       caller: request.params.caller,

@@ -4,7 +4,6 @@
 // (`search.per-org?key=acme`), or a caller's key for one value (`free.models?key=client:bob&key=gpt-4`).
 // The key is built as the limiter builds it (../limit-key.ts).
 import type { Runtime } from "../../config/compile.js";
-import type { Limiter } from "../../limits/limiter.js";
 import type { LimitCheck } from "../../limits/spec.js";
 import type { Inspector } from "../../limits/stores/contract.js";
 import type { AuditLog } from "../../runtime/audit.js";
@@ -12,20 +11,15 @@ import { audited } from "../audited.js";
 import { type LimitKeyLookup, limitKeyOf } from "../limit-key.js";
 import { limitState } from "../limit-view.js";
 import { replyProblem, sendJson } from "../reply.js";
+import { type ResetDeps, resetState } from "../reset-state.js";
 import type { AdminHandler, AdminRequest } from "../router.js";
 import { type FoundLimit, findLimit, limitNames } from "../runtime-limits.js";
-import type { FromStore } from "../store-failure.js";
 
-export interface LimitEndpointDeps {
+export interface LimitEndpointDeps extends ResetDeps {
   runtime: () => Runtime;
   store: () => Pick<Inspector, "peek" | "reset">;
-  /** The live limiter: its deny cache forgets a key that is reset. */
-  limiter: () => Pick<Limiter, "forgetDenials">;
-  fromStore: FromStore;
   /** Where a reset is recorded, by the token that asked for it. */
   audit: Pick<AuditLog, "write">;
-  /** Tells the other instances (and workers) to forget their cached denials of reset keys. */
-  announceReset?: ((keys: readonly string[]) => Promise<void>) | undefined;
 }
 
 /** How many names a 404 lists before it stops. */
@@ -81,12 +75,7 @@ export function limitEndpoints(deps: LimitEndpointDeps): { show: AdminHandler; r
     const found = lookup(request);
     if (!found) return;
     const { key, limit } = found;
-    // This process's deny cache forgets it at once, every other one when it hears of the reset
-    // (limits/deny-cache.ts), as for a caller's reset.
-    deps.limiter().forgetDenials([key]);
-    const deleted = await deps.fromStore(() => deps.store().reset([key]));
-    const announce = deps.announceReset;
-    if (announce) await deps.fromStore(() => announce([key]));
+    const deleted = await resetState(deps, [key]);
     // The limit as the operator named it: its name, and the values of `?key=` that chose the key.
     const keys = request.query.getAll("key");
     const target = keys.length === 0 ? limit.spec.name : `${limit.spec.name}?key=${keys.join("&key=")}`;
