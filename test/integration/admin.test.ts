@@ -1,11 +1,11 @@
 // The admin listener against hostile or careless input: a caller name that is not valid
 // percent-encoding is a 400 problem, never a 500; /metrics passes Prometheus' naming lint.
 import { spawnSync } from "node:child_process";
-import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DRAIN_MAX_MS } from "../../src/http/unread-body.js";
 import { type InProcessGateway, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
+import { answeredEarly, pumpBody, trickleBody } from "../support/raw.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
 const TOKEN = "admin-token-for-admin-tests";
@@ -103,52 +103,25 @@ describe("/metrics naming (what promtool check metrics enforces)", () => {
 });
 
 describe("a body the admin listener answered without reading (no token, a refusal)", () => {
-  /** Sends `head`, then `feed` writes the body; resolves with the answer and when it closed. */
-  function answeredEarly(
-    head: string,
-    feed: (socket: Socket) => void,
-  ): Promise<{ text: string; closedMs: number }> {
-    const url = new URL(gw.adminUrl);
-    return new Promise((resolve) => {
-      const socket = connect(Number(url.port), url.hostname);
-      const chunks: Buffer[] = [];
-      const started = performance.now();
-      socket.on("data", (c: Buffer) => chunks.push(c));
-      socket.on("error", () => {});
-      socket.on("close", () =>
-        resolve({ text: Buffer.concat(chunks).toString("latin1"), closedMs: performance.now() - started }),
-      );
-      socket.write(head);
-      feed(socket);
-      setTimeout(() => socket.destroy(), 10_000).unref();
-    });
-  }
-
   it("a huge body pumped after a 401 is cut once answered (it read 7 GB in 15 s before)", async () => {
-    let written = 0;
+    let written = () => 0;
     const reply = await answeredEarly(
+      gw.adminUrl,
       "POST /admin/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Length: 100000000000\r\n\r\n",
       (socket) => {
-        const chunk = Buffer.alloc(64 * 1024, 120);
-        const pump = () => {
-          while (!socket.destroyed && socket.write(chunk)) written += chunk.length;
-          if (!socket.destroyed) socket.once("drain", pump);
-        };
-        pump();
+        written = pumpBody(socket);
       },
     );
     expect(reply.text).toMatch(/^HTTP\/1\.1 401 /);
     expect(reply.closedMs).toBeLessThan(DRAIN_MAX_MS + 1000);
-    expect(written).toBeLessThan(256 * 1024 * 1024);
+    expect(written()).toBeLessThan(256 * 1024 * 1024);
   });
 
   it("a short body trickled after a 401 is cut at DRAIN_MAX_MS, not at the request timeout", async () => {
     const reply = await answeredEarly(
+      gw.adminUrl,
       "POST /admin/reload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n",
-      (socket) => {
-        const timer = setInterval(() => socket.write("x"), 100);
-        socket.once("close", () => clearInterval(timer));
-      },
+      (socket) => trickleBody(socket),
     );
     expect(reply.text).toMatch(/^HTTP\/1\.1 401 /);
     expect(reply.closedMs).toBeGreaterThanOrEqual(DRAIN_MAX_MS - 100);

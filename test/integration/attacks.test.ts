@@ -1,12 +1,12 @@
 // Issue 13: what an outside attacker got past the gateway, one test per hole, each named after
 // the item it pins. Raw sockets where Node's client would tidy the bytes up.
 import { createHash, createHmac } from "node:crypto";
-import { connect, type Socket } from "node:net";
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DRAIN_MAX_MS } from "../../src/http/unread-body.js";
 import { type InProcessGateway, metricValue, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
-import { rawRequest } from "../support/raw.js";
+import { answeredEarly, pumpBody, rawRequest, trickleBody } from "../support/raw.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
 const SECRET = "an-hs256-secret-of-at-least-32-characters!";
@@ -415,61 +415,29 @@ describe("a body the gateway answered without reading (a 401, a 429)", () => {
     await gw?.stop();
   });
 
-  /**
-   * Sends `head` on a new connection, then `feed` writes the body as it likes until the socket
-   * closes: resolves with what came back and when the gateway closed it, in ms from the head.
-   */
-  function answeredEarly(
-    head: string,
-    feed: (socket: Socket) => void,
-  ): Promise<{ text: string; closedMs: number }> {
-    const url = new URL(gw.url);
-    return new Promise((resolve) => {
-      const socket = connect(Number(url.port), url.hostname);
-      const chunks: Buffer[] = [];
-      const started = performance.now();
-      socket.on("data", (c: Buffer) => chunks.push(c));
-      socket.on("error", () => {});
-      socket.on("close", () =>
-        resolve({ text: Buffer.concat(chunks).toString("latin1"), closedMs: performance.now() - started }),
-      );
-      socket.write(head);
-      feed(socket);
-      // A gateway that never closes fails the case in 10 s rather than at the test timeout.
-      setTimeout(() => socket.destroy(), 10_000).unref();
-    });
-  }
   const post = (target: string, key: string, length: number) =>
     `POST ${target} HTTP/1.1\r\nHost: x\r\nx-api-key: ${key}\r\nContent-Length: ${length}\r\n\r\n`;
 
   it("a huge body sent as fast as it goes: the 429 says Connection: close, and the connection closes", async () => {
-    let written = 0;
-    const reply = await answeredEarly(post("/closed", "key-alice", 1e11), (socket) => {
-      const chunk = Buffer.alloc(64 * 1024, 120);
-      const pump = () => {
-        while (!socket.destroyed && socket.write(chunk)) written += chunk.length;
-        if (!socket.destroyed) socket.once("drain", pump);
-      };
-      pump();
+    let written = () => 0;
+    const reply = await answeredEarly(gw.url, post("/closed", "key-alice", 1e11), (socket) => {
+      written = pumpBody(socket);
     });
     expect(reply.text).toMatch(/^HTTP\/1\.1 429 [\s\S]*\r\nConnection: close\r\n/i);
     expect(reply.closedMs).toBeLessThan(DRAIN_MAX_MS);
     // What the kernel's buffers took, at most (it read 5 GB in 10 s before).
-    expect(written).toBeLessThan(64 * 1024 * 1024);
+    expect(written()).toBeLessThan(64 * 1024 * 1024);
   });
 
   it("a short body trickled (a byte every 100 ms) is cut at DRAIN_MAX_MS, not at the request timeout", async () => {
-    const reply = await answeredEarly(post("/u", "not-a-key", 1000), (socket) => {
-      const timer = setInterval(() => socket.write("x"), 100);
-      socket.once("close", () => clearInterval(timer));
-    });
+    const reply = await answeredEarly(gw.url, post("/u", "not-a-key", 1000), (socket) => trickleBody(socket));
     expect(reply.text).toMatch(/^HTTP\/1\.1 401 /);
     expect(reply.closedMs).toBeGreaterThanOrEqual(DRAIN_MAX_MS - 100);
     expect(reply.closedMs).toBeLessThan(DRAIN_MAX_MS + 1000);
   });
 
   it("a short body arriving after the answer is read, and the connection serves the next request", async () => {
-    const reply = await answeredEarly(post("/closed", "key-alice", 10), (socket) => {
+    const reply = await answeredEarly(gw.url, post("/closed", "key-alice", 10), (socket) => {
       socket.once("data", () => {
         socket.write("0123456789");
         socket.write("GET /u HTTP/1.1\r\nHost: x\r\nx-api-key: key-bob\r\nConnection: close\r\n\r\n");
