@@ -1,12 +1,18 @@
 // `npm run bench:ai`: what charging from the response costs an AI endpoint, against the fake
 // OpenAI-compatible upstream the e2e tests use (test/support/llm-upstream.ts, transpiled here
 // with the TypeScript the repository already has). One gateway on its own Redis, every caller
-// with a monthly token budget (`unit: tokens`, never exhausted), and three routes to the same
+// with a monthly token budget (`unit: tokens`, never exhausted), and four routes to the same
 // upstream:
 //
+//   ai      ai: openai      the request body read (model, ceiling, prompt bound) and written
+//                           (max_completion_tokens, include_usage), its reservation taken in the
+//                           check and settled to the usage read as the answer passes
 //   usage   charge: usage   tokens read from the body or the stream's events as they pass
 //   header  charge: header  Tollgate-Cost in the response head (charged before the head leaves)
 //   cost    charge: header  no Tollgate-Cost sent: only the route's cost, taken up front
+//
+// Part 2 also counts Redis's script calls per request of each route (INFO commandstats): a
+// reservation is taken in the request's one check, and settled in one call as a post-charge is.
 //
 // 1. Latency, one stream at a time: BENCH_AI_STREAMS streamed completions of BENCH_AI_EVENTS
 //    events BENCH_AI_DELAY_MS apart, straight to the upstream and through each route,
@@ -26,8 +32,19 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { Redis } from "ioredis";
 import ts from "typescript";
-import { cpuSeconds, freePort, hasWrk, killAll, median, root, start, startRedis } from "./support.mjs";
+import {
+  cpuSeconds,
+  freePort,
+  hasWrk,
+  killAll,
+  median,
+  redisCounters,
+  root,
+  start,
+  startRedis,
+} from "./support.mjs";
 
 const STREAMS = Number(process.env.BENCH_AI_STREAMS ?? 50);
 const EVENTS = Number(process.env.BENCH_AI_EVENTS ?? 20);
@@ -57,6 +74,7 @@ async function loadLlmUpstream() {
 }
 
 const ROUTES = {
+  ai: "/ai/v1/chat/completions",
   usage: "/v1/chat/completions",
   header: "/by-header/v1/chat/completions",
   cost: "/cost-only/v1/chat/completions",
@@ -85,6 +103,7 @@ plans:
     global: { rate: 1000000/s, burst: 1000000 }
     tenant: { algorithm: fixed_window, limit: 1000000000000, window: 1 month, unit: tokens }
 routes:
+  - { name: ai, match: { path: /ai }, upstream: llm, ai: { format: openai, max_output: 1000 } }
   - { name: usage, match: { path: ${ROUTES.usage} }, upstream: llm, charge: usage }
   - { name: header, match: { path: /by-header }, upstream: llm, charge: header }
   - { name: cost, match: { path: /cost-only }, upstream: llm, charge: header }
@@ -112,6 +131,7 @@ const percentile = (xs, p) => {
 async function latency(llm, upstreamUrl, gatewayUrl) {
   const targets = [
     ["direct", upstreamUrl, ROUTES.usage],
+    ["ai", gatewayUrl, ROUTES.ai],
     ["usage", gatewayUrl, ROUTES.usage],
     ["header", gatewayUrl, ROUTES.header],
     ["cost", gatewayUrl, ROUTES.cost],
@@ -205,9 +225,9 @@ async function chargedUnits(metricsUrl) {
   return out;
 }
 
-/** Part 2: req/s and gateway CPU per request for JSON completions, per route. */
-async function throughput(gateway) {
-  const names = ["usage", "header", "cost"];
+/** Part 2: req/s, gateway CPU and Redis script calls per request for JSON completions, per route. */
+async function throughput(gateway, redis) {
+  const names = ["ai", "usage", "header", "cost"];
   for (const n of names) await wrkJson(gateway.url, ROUTES[n], 1, n === "header"); // warm-up
   console.log(
     `\n2. JSON completions: wrk -t1 -c${CONNECTIONS}, ${KEYS} API keys, ${ROUNDS} rounds x ${SECONDS} s, interleaved`,
@@ -217,9 +237,13 @@ async function throughput(gateway) {
     const row = {};
     for (const n of round % 2 ? names : [...names].reverse()) {
       const units0 = await chargedUnits(gateway.metrics);
+      const redis0 = await redisCounters(redis);
       const cpu0 = cpuSeconds(gateway.pid);
       const j = await wrkJson(gateway.url, ROUTES[n], SECONDS, n === "header");
       const cpu1 = cpuSeconds(gateway.pid);
+      // Settlements land when each answer ends: let the last ones in before counting.
+      await new Promise((r) => setTimeout(r, 200));
+      const redis1 = await redisCounters(redis);
       const units1 = await chargedUnits(gateway.metrics);
       const r = {
         rps: j.requests / j.seconds,
@@ -227,6 +251,8 @@ async function throughput(gateway) {
         p99: j.p99_ms,
         failures: j.errors + j.non2xx,
         unitsPerRequest: ((units1[n] ?? 0) - (units0[n] ?? 0)) / j.requests,
+        scriptsPerRequest: (redis1.scripts - redis0.scripts) / j.requests,
+        redisUs: ((redis1.seconds - redis0.seconds) * 1e6) / j.requests,
       };
       runs.get(n).push(r);
       row[n] = r;
@@ -235,12 +261,14 @@ async function throughput(gateway) {
       `  round ${round}: ${names.map((n) => `${n} ${row[n].rps.toFixed(0)} req/s ${row[n].cpuUs.toFixed(0)} µs CPU/req`).join("   ")}`,
     );
   }
-  console.log("| route | req/s | p99 ms | gateway CPU µs/req | units charged/req | failures |");
-  console.log("| --- | --: | --: | --: | --: | --: |");
+  console.log(
+    "| route | req/s | p99 ms | gateway CPU µs/req | Redis CPU µs/req | Redis script calls/req | units charged/req | failures |",
+  );
+  console.log("| --- | --: | --: | --: | --: | --: | --: | --: |");
   for (const n of names) {
     const rs = runs.get(n);
     console.log(
-      `| ${n} | ${median(rs.map((r) => r.rps)).toFixed(0)} | ${median(rs.map((r) => r.p99)).toFixed(1)} | ${median(rs.map((r) => r.cpuUs)).toFixed(1)} | ${median(rs.map((r) => r.unitsPerRequest)).toFixed(1)} | ${rs.reduce((s, r) => s + r.failures, 0)} |`,
+      `| ${n} | ${median(rs.map((r) => r.rps)).toFixed(0)} | ${median(rs.map((r) => r.p99)).toFixed(1)} | ${median(rs.map((r) => r.cpuUs)).toFixed(1)} | ${median(rs.map((r) => r.redisUs)).toFixed(1)} | ${median(rs.map((r) => r.scriptsPerRequest)).toFixed(2)} | ${median(rs.map((r) => r.unitsPerRequest)).toFixed(1)} | ${rs.reduce((s, r) => s + r.failures, 0)} |`,
     );
   }
   const ratio = (a, b, f) => {
@@ -251,6 +279,7 @@ async function throughput(gateway) {
   console.log("| | req/s | gateway CPU/req |");
   console.log("| --- | --: | --: |");
   for (const [a, b] of [
+    ["ai", "usage"],
     ["usage", "header"],
     ["usage", "cost"],
     ["header", "cost"],
@@ -280,12 +309,14 @@ async function main() {
   const llm = await loadLlmUpstream();
   const upstream = await llm.startLlmUpstream();
   const storeUrl = await startRedis();
+  const redis = new Redis(storeUrl);
   const gateway = await startGateway(storeUrl, upstream.url);
   try {
     await latency(llm, upstream.url, gateway.url);
-    await throughput(gateway);
+    await throughput(gateway, redis);
     await flood(llm, gateway.url);
   } finally {
+    redis.disconnect();
     await upstream.close();
   }
 }

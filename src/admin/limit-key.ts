@@ -48,6 +48,8 @@ function placeholder(part: KeyPart): string {
       return `<${part.name} value>`;
     case "claim":
       return `<${part.name} claim>`;
+    case "body":
+      return `<body ${part.name}>`;
     case "segment":
       return `<path segment ${part.index}>`;
   }
@@ -69,6 +71,7 @@ const MAY_BE_MISSING: ReadonlySet<KeyPart["kind"]> = new Set([
   "header",
   "query",
   "claim",
+  "body",
   "segment",
   "tenant",
 ]);
@@ -145,6 +148,7 @@ export function limitKeyOf(
   const params = new URLSearchParams();
   const segments: string[] = [];
   const claims: Record<string, string> = {};
+  const body: Record<string, string> = {};
 
   /** One caller per request: the caller part and every fallback must name the same. */
   const sameWho = (next: Who, part: KeyPart): string | undefined => {
@@ -201,6 +205,9 @@ export function limitKeyOf(
         break;
       case "claim":
         claims[part.name] = value;
+        break;
+      case "body":
+        body[part.name] = value;
         break;
       case "segment":
         if (value.includes("/")) return expected(found, `a path segment holds no "/" ("${value}")`);
@@ -261,6 +268,7 @@ export function limitKeyOf(
     // Segments not asked for are placeholders: only the ones the limit reads are read.
     path: segments.length === 0 ? "/" : `/${Array.from(segments, (s) => s ?? "-").join("/")}`,
     query: params.size === 0 ? "" : `?${params.toString()}`,
+    body,
   };
   const key = requestLimitKey(rt.store.prefix, by, limit.spec.name, caller, route ?? "", request);
   return { ok: true, key, limit, values, override };

@@ -7,6 +7,7 @@
 // (load.ts salvages them), so one pass reports every problem. `Invalid` then says what is missing
 // and why: a reference to an item that exists but failed the schema is not reported as unknown.
 
+import { atMostSixDecimals } from "../ai/prices.js";
 import { parseCidr } from "../identity/ip.js";
 import { ALGORITHM_KEYS, ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
 import { parseKeyBy } from "../limits/key-by.js";
@@ -15,6 +16,7 @@ import { competingRoutes, HTTP_METHODS, methodSet } from "../routing/matcher.js"
 import { normalizeTarget } from "../routing/normalize.js";
 import { parseUsageFields } from "../usage/fields.js";
 import { checkAdminTokens } from "./admin-tokens.js";
+import { checkAiConfig } from "./ai-checks.js";
 import { ANONYMOUS_PLAN, hasTokenBudgets } from "./compile.js";
 import type { PathSegment } from "./document.js";
 import { checkKeyBys, checkOverrideBy, sharedBy } from "./key-checks.js";
@@ -139,6 +141,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   checkRouteMatches(config, add, warn, didYouMean);
   checkRouteRewrites(config, add, warn);
   checkRouteCharges(config, add, warn);
+  checkAiConfig(config, add, warn);
 
   const planNames = Object.keys(config.plans);
   const routeNameList = [...routeNames];
@@ -622,7 +625,8 @@ function checkReachablePlans(config: CheckableConfig, invalid: Invalid, warn: Ad
  * a window's limit); none for an algorithm route cost does not apply to.
  */
 function burstOf(limit: LimitConfig | undefined): number | undefined {
-  if (!limit || limit.unlimited) return undefined;
+  // A money budget counts dollars, which no route's cost is written in.
+  if (!limit || limit.unlimited || limit.unit === "usd") return undefined;
   const burst = ALGORITHMS[limit.algorithm ?? DEFAULT_ALGORITHM].config.capacity?.(limit);
   return burst !== undefined && burst > 0 ? burst : undefined;
 }
@@ -669,21 +673,23 @@ export function checkLimit(
     return;
   }
   const { config } = ALGORITHMS[limit.algorithm ?? DEFAULT_ALGORITHM];
-  if (limit.unit === "tokens") {
+  if (limit.unit === "tokens" || limit.unit === "usd") {
     const algorithm = limit.algorithm ?? DEFAULT_ALGORITHM;
+    const what = limit.unit === "usd" ? "a money budget (unit: usd)" : "a token budget (unit: tokens)";
     if (!TOKEN_BUDGET_ALGORITHMS.includes(algorithm))
       add(
         path,
-        `a token budget (unit: tokens) is a fixed_window, sliding_window_counter or token_bucket: ${algorithm} counts requests, not units; change the algorithm or remove unit`,
+        `${what} is a fixed_window, sliding_window_counter or token_bucket: ${algorithm} counts requests, not units; change the algorithm or remove unit`,
         "unit",
       );
     else if (limit.batch !== undefined)
       add(
         path,
-        "a token budget (unit: tokens) is charged after each response, which a batch reserved ahead cannot follow; remove batch",
+        `${what} is charged after each response, which a batch reserved ahead cannot follow; remove batch`,
         "batch",
       );
   }
+  checkAmounts(path, limit, add);
   // A key of another algorithm is refused, never ignored.
   for (const key of Object.keys(ALGORITHM_KEYS) as (keyof typeof ALGORITHM_KEYS)[]) {
     if (limit[key] !== undefined && !(key in config.keys))
@@ -700,6 +706,35 @@ export function checkLimit(
     );
   }
   config.check(limit, (message, key) => add(path, message, key));
+}
+
+/**
+ * `limit`, `burst` and a rate's count are whole numbers, but in a money budget, which is written in
+ * dollars and kept in micro-dollars: at most six decimals there.
+ */
+function checkAmounts(path: PathSegment[], limit: LimitConfig, add: Add) {
+  const amounts: [string, number | undefined][] = [
+    ["limit", limit.limit],
+    ["burst", limit.burst],
+    ["rate", limit.rate?.count],
+  ];
+  for (const [key, value] of amounts) {
+    if (value === undefined) continue;
+    if (limit.unit === "usd") {
+      if (!atMostSixDecimals(value))
+        add(
+          path,
+          `${key} ${value} has more than six decimals: a money budget is kept to the micro-dollar`,
+          key,
+        );
+    } else if (key !== "rate" && !Number.isInteger(value)) {
+      add(
+        path,
+        `${key} must be a whole number (${value} is not): only a money budget (unit: usd) is written in dollars with decimals`,
+        key,
+      );
+    }
+  }
 }
 
 function checkJwt(config: CheckableConfig, invalid: Invalid, add: Add) {

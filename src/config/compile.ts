@@ -2,6 +2,8 @@
 // on the request is computed here once: route table, limits per plan and route, key hashes,
 // CIDR sets. A reload builds a new runtime and swaps one reference.
 import { createHash } from "node:crypto";
+import { PriceTable } from "../ai/prices.js";
+import type { AiSettings } from "../ai/settings.js";
 import { CidrSet, parseCidr } from "../identity/ip.js";
 import type { JwtVerifier } from "../identity/jwt.js";
 import type { CompileContext } from "../limits/algorithms/algorithm.js";
@@ -111,7 +113,14 @@ export interface CompiledRoute {
   maxCost: number | undefined;
   /** Where the upstream reports what a request cost (`charge`, `usage_fields`). */
   charge: RouteCharge;
+  /** `ai`: the route reads its JSON request body to reserve and settle budgets; undefined: not. */
+  ai: AiSettings | undefined;
 }
+
+export type { AiSettings as CompiledAi } from "../ai/settings.js";
+
+/** An AI route holds its request body in memory: without a max_body, at most this. */
+export const AI_DEFAULT_MAX_BODY = 4 * 1024 * 1024;
 
 /** Route `charge`: the Tollgate-Cost header (head or trailers), usage in the body, or both. */
 export interface RouteCharge {
@@ -175,6 +184,8 @@ export interface Runtime {
    * budgets. Without one, it debits every limit of the request (Tollgate-Cost as before).
    */
   readonly tokenBudgets: boolean;
+  /** `models`: the prices money budgets charge; undefined: none configured. */
+  readonly prices: PriceTable | undefined;
   /** calendar.alert_at: the share of a calendar budget that alerts once per period; undefined: off. */
   readonly budgetAlertAt: number | undefined;
   /** The operator API: the tokens it accepts (admin-tokens.ts) and how long its audit log keeps an entry. */
@@ -235,16 +246,39 @@ export function compileLimit(
   context: CompileContext = DEFAULT_COMPILE_CONTEXT,
 ): LimitSpec | null {
   if (limit.unlimited) return null;
+  // A money budget is written in dollars and counted in micro-dollars.
+  const counted = limit.unit === "usd" ? inMicroDollars(limit) : limit;
   const spec =
-    limit.limit === 0
-      ? denyEverything(name, limit.window, context.tz)
-      : ALGORITHMS[limit.algorithm ?? DEFAULT_ALGORITHM].config.compile(name, limit, context);
-  const unit = limit.unit === "tokens" ? { unit: "tokens" as const } : {};
-  return limit.shadow
-    ? { ...spec, ...unit, shadow: true }
-    : limit.unit === "tokens"
-      ? { ...spec, ...unit }
-      : spec;
+    counted.limit === 0
+      ? denyEverything(name, counted.window, context.tz)
+      : ALGORITHMS[counted.algorithm ?? DEFAULT_ALGORITHM].config.compile(name, counted, context);
+  const budget = limit.unit === "tokens" || limit.unit === "usd";
+  const unit = budget ? { unit: limit.unit as "tokens" | "usd" } : {};
+  return limit.shadow ? { ...spec, ...unit, shadow: true } : budget ? { ...spec, ...unit } : spec;
+}
+
+/** A money budget's amounts (limit, burst, a rate's count), from dollars to micro-dollars. */
+function inMicroDollars(limit: LimitConfig): LimitConfig {
+  const micros = (dollars: number) => Math.round(dollars * 1_000_000);
+  return {
+    ...limit,
+    ...(limit.limit === undefined ? {} : { limit: micros(limit.limit) }),
+    ...(limit.burst === undefined ? {} : { burst: micros(limit.burst) }),
+    ...(limit.rate === undefined ? {} : { rate: { ...limit.rate, count: micros(limit.rate.count) } }),
+  };
+}
+
+/** A route's `ai`, with its defaults; undefined for a route without one. */
+function compileAi(ai: RouteConfig["ai"]): AiSettings | undefined {
+  if (ai === undefined) return undefined;
+  return {
+    format: ai.format,
+    maxOutput: ai.max_output,
+    clamp: ai.clamp,
+    minOutput: ai.min_output,
+    outputField: ai.output_field ?? "max_completion_tokens",
+    imageTokens: ai.image_tokens,
+  };
 }
 
 const UPSTREAM_DEFAULTS = { timeout: 30_000, connect_timeout: 2000, connections: 128 };
@@ -616,12 +650,13 @@ export function compileRuntime(
       keyedQuery: reads.query,
       cost: r.cost,
       onFailure: r.on_failure ?? config.store.on_failure,
-      maxBody: r.max_body,
+      maxBody: r.max_body ?? (r.ai ? AI_DEFAULT_MAX_BODY : undefined),
       hideCredentials: r.hide_credentials,
       ...routeTimeouts(r, upstream, longUpstream(config.upstreams[r.upstream]!)),
       rewrite: compileRewrite(normalized.matchPath, r.strip_prefix, r.rewrite?.prefix),
       maxCost: r.max_cost,
       charge: compileCharge(r.charge, r.usage_fields),
+      ai: compileAi(r.ai),
     };
   });
 
@@ -675,6 +710,7 @@ export function compileRuntime(
       legacy: config.headers.includes("legacy"),
     },
     tokenBudgets: hasTokenBudgets(config),
+    prices: config.models === undefined ? undefined : new PriceTable(config.models),
     budgetAlertAt: config.calendar.alert_at === false ? undefined : config.calendar.alert_at,
     admin: { tokens: compileAdminTokens(config.admin), auditRetentionMs: config.admin.audit_retention },
     store: {

@@ -95,6 +95,88 @@ const adminTokenSchema = z.strictObject({
 /** Where the upstream reports a request's cost (route `charge`). */
 export const CHARGE_SOURCES = ["header", "usage"] as const;
 
+/** The APIs an AI route speaks (`routes[].ai.format`): how its requests and usage are read. */
+export const AI_FORMATS = ["openai", "anthropic", "responses"] as const;
+
+/** A route that reads its JSON request body to reserve and settle its budgets (src/ai/). */
+const aiSchema = z
+  .strictObject({
+    format: z
+      .enum(AI_FORMATS, { error: missingOr("format", "expected openai, anthropic or responses") })
+      .describe(
+        "the API this route's upstream speaks: openai (chat completions, completions, embeddings: OpenAI, Azure OpenAI, vLLM, Ollama, LiteLLM), anthropic (messages) or responses (OpenAI's Responses API)",
+      ),
+    max_output: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe(
+        "output tokens per completion a request may ask for: one that names no ceiling is forwarded with this one written in, one that names more is lowered to it; required where a token or money budget applies",
+      ),
+    clamp: z
+      .boolean()
+      .default(false)
+      .describe(
+        "a request its budgets cannot hold is forwarded with its output ceiling lowered to what they can, down to min_output, instead of refused (default false)",
+      ),
+    min_output: z
+      .number()
+      .int()
+      .min(1)
+      .default(16)
+      .describe(
+        "with clamp: the lowest output ceiling a request is lowered to; below it, it is refused (default 16)",
+      ),
+    output_field: z
+      .enum(["max_tokens", "max_completion_tokens"])
+      .optional()
+      .describe(
+        "format openai, chat completions: the field the ceiling is written in when a request names none (default max_completion_tokens; max_tokens for servers that read only that one)",
+      ),
+    image_tokens: z
+      .number()
+      .int()
+      .min(0)
+      .default(1600)
+      .describe(
+        "tokens reserved for each image a request attaches, in place of its bytes (an image's tokens follow its size, not its encoding): an estimate, settled to what the upstream reports (default 1600)",
+      ),
+  })
+  .describe(
+    "an AI route: its JSON request body is read (bounded by max_body, default 4mb here) to key limits by body:<field>, to reserve its budgets before forwarding and to settle them to the usage the answer reports",
+  );
+
+/** One model's prices (`models.<name>`), in US dollars per million tokens. */
+const priceSchema = z.strictObject({
+  input: z
+    .number({
+      error: missingOr("input", "expected the price of a million input tokens in dollars, e.g. 2.5"),
+    })
+    .min(0)
+    .describe("dollars per million input (prompt) tokens"),
+  output: z
+    .number({
+      error: missingOr("output", "expected the price of a million output tokens in dollars, e.g. 10"),
+    })
+    .min(0)
+    .describe("dollars per million output (completion) tokens, reasoning included"),
+  cached_input: z
+    .number()
+    .min(0)
+    .optional()
+    .describe(
+      "dollars per million input tokens read from the provider's prompt cache (OpenAI cached_tokens, Anthropic cache_read_input_tokens); default input",
+    ),
+  cache_write: z
+    .number()
+    .min(0)
+    .optional()
+    .describe(
+      "dollars per million input tokens written to Anthropic's prompt cache (cache_creation_input_tokens); default input",
+    ),
+});
+
 const failurePolicy = z
   .enum(["open", "closed", "local"])
   .describe(
@@ -153,10 +235,10 @@ const limitKeys = {
       "what one budget is kept per: caller, tenant, ip, route, header:<name>, query:<name>, claim:<name>, segment:<n>, or a list of these (one budget per combination); default caller for plan limits, route for route limits",
     ),
   unit: z
-    .enum(["requests", "tokens"])
+    .enum(["requests", "tokens", "usd"])
     .optional()
     .describe(
-      "tokens: a token budget, charged the units the upstream reports (the route's charge) beyond the route's cost taken up front; requests (default): each request takes the route's cost",
+      "tokens: a token budget, charged the tokens upstreams report (an AI route reserves its estimate up front and settles to the reported usage; other routes take their cost up front and are charged what their charge reads beyond it); usd: a money budget, its limit (or burst and rate) in dollars, charged what an AI route's usage costs at the models price table; requests (default): each request takes the route's cost",
     ),
 };
 
@@ -421,7 +503,12 @@ export const routeSchema = z.strictObject({
     .describe(
       "what one request may cost, as the route declares it: a token budget with less than this left refuses the request up front (it takes only cost up front, and is charged what the upstream reports, even above max_cost); an answer whose usage cannot be read is charged max_cost",
     ),
-  max_body: size().optional().describe("largest request body accepted"),
+  max_body: size()
+    .optional()
+    .describe(
+      "largest request body accepted (default: none; 4mb on an AI route, which holds the body in memory)",
+    ),
+  ai: aiSchema.optional(),
   on_failure: failurePolicy.optional().describe("overrides store.on_failure for this route"),
   hide_credentials: z
     .boolean()
@@ -664,6 +751,20 @@ export const configSchema = z
       })
       .prefault({})
       .describe("how calendar periods are aligned, and when a calendar budget alerts"),
+    models: z
+      .record(
+        z
+          .string()
+          .regex(
+            /^[\x21-\x7e]{1,128}$/,
+            "a model name is printable ASCII without spaces (1 to 128 characters); * matches any run of characters",
+          ),
+        priceSchema,
+      )
+      .optional()
+      .describe(
+        "the price table of money budgets (unit: usd): per model name as requests write it (* matches any run of characters; the most specific pattern wins), and default for the rest; dollars per million tokens",
+      ),
     usage: z
       .strictObject({
         retention: duration()
@@ -701,6 +802,8 @@ function unknownTimeZone(tz: string): string {
 export type RawConfig = z.input<typeof configSchema>;
 export type Config = z.output<typeof configSchema>;
 export type LimitConfig = z.output<typeof limitSchema>;
+export type AiConfig = z.output<typeof aiSchema>;
+export type PriceConfig = z.output<typeof priceSchema>;
 export type RouteConfig = z.output<typeof routeSchema>;
 export type ClientConfig = z.output<typeof clientSchema>;
 export type FailurePolicy = z.output<typeof failurePolicy>;

@@ -30,6 +30,12 @@ export const PROBLEMS = {
   method_not_allowed: { status: 405, title: "Method Not Allowed", type: `${OWN}method-not-allowed` },
   request_timeout: { status: 408, title: "Request Timeout", type: `${OWN}request-timeout` },
   body_too_large: { status: 413, title: "Content Too Large", type: `${OWN}body-too-large` },
+  /** An AI route's body sent as something other than JSON, or compressed: it must read it. */
+  unsupported_media_type: {
+    status: 415,
+    title: "Unsupported Media Type",
+    type: `${OWN}unsupported-media-type`,
+  },
   /** A limit denied the request, or its address sent too many bad credentials. */
   quota_exceeded: { status: 429, title: "Too Many Requests", type: `${IANA}quota-exceeded` },
   headers_too_large: {

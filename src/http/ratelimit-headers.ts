@@ -41,6 +41,8 @@ export function mostRestrictive(applied: readonly AppliedLimit[]): AppliedLimit 
   return best;
 }
 
+const hidden = (a: AppliedLimit) => a.spec.shadow === true || a.spec.unit === "usd";
+
 /** Appends `name, value` pairs to `out` (a flat header list). */
 export function rateLimitHeaders(
   appliedLimits: readonly AppliedLimit[],
@@ -48,10 +50,10 @@ export function rateLimitHeaders(
   nowMs: number,
   out: Record<string, string> = {},
 ): Record<string, string> {
-  // Shadow limits are the operator's experiment: clients never see them.
-  const applied = appliedLimits.some((a) => a.spec.shadow)
-    ? appliedLimits.filter((a) => !a.spec.shadow)
-    : appliedLimits;
+  // Shadow limits are the operator's experiment: clients never see them. A money budget counts
+  // micro-dollars, which no RateLimit field is written in: its 429 body and the admin API say
+  // what it holds, in dollars.
+  const applied = appliedLimits.some(hidden) ? appliedLimits.filter((a) => !hidden(a)) : appliedLimits;
   const top = mostRestrictive(applied);
   if (!top) return out;
   if (styles.draft) {

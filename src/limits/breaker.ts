@@ -13,6 +13,7 @@ import type {
   CheckOptions,
   Denial,
   DenialBatch,
+  GiveBack,
   KeyListing,
   Lease,
   ListKeysBounds,
@@ -169,6 +170,14 @@ export class BreakerStore implements Store {
 
   renew(leases: readonly Lease[], options?: AtOptions): Promise<void> {
     return this.inner.renew(leases, options);
+  }
+
+  /**
+   * Give-backs are tried even while the breaker is open, as releases are: the units were taken
+   * from this store, and one that fails only leaves the caller charged its whole reservation.
+   */
+  refund(giveBacks: readonly GiveBack[], options?: AtOptions): Promise<void> {
+    return this.inner.refund(giveBacks, options);
   }
 
   // The admin API's reads and resets go straight to the store: an operator asking is not

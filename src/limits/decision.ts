@@ -1,7 +1,7 @@
 // What the limiter answers for one request: the contract between limits/ and proxy/.
 import type { StoreUnavailableReason } from "../errors.js";
 import type { LimitFacts } from "./plan.js";
-import type { LimitCheck, LimitOutcome, LimitSpec } from "./spec.js";
+import type { DecidedAt, LimitCheck, LimitOutcome, LimitSpec } from "./spec.js";
 
 /** Why the store gave no decision: the labels of tollgate_store_errors_total. */
 export type DegradedReason = StoreUnavailableReason;
@@ -34,6 +34,13 @@ export interface AllowedDecision {
   release?: () => Promise<StoreResult>;
   /** Set when the in-process fallback decided (on_failure: local). */
   degraded?: DegradedReason;
+  /** When the store decided: a settlement gives back into the window each check took from. */
+  decidedAt?: DecidedAt;
+  /**
+   * An AI request's output ceiling per choice its budgets hold: its own, or lower when clamped
+   * to what they could hold (ai.clamp). Absent: no reservation was taken.
+   */
+  output?: number;
 }
 
 export interface DeniedDecision {

@@ -18,6 +18,12 @@
 //  - An operator's runtime override (runtime/override-table.ts) gives the caller's limit a new
 //    spec object, of another size: an entry answers only for the spec it was learnt under, so a
 //    raise is seen at the caller's next request, here as on every instance.
+//  - Budgets (unit: tokens or usd) are the one kind of rate limit that loosens by itself: an AI
+//    request gives back what it reserved beyond what it used once its answer ends. Their
+//    denials are cached for at most BUDGET_DENIAL_MS (and forgotten here when a give-back goes
+//    through this instance): a budget's next request on another instance waits at most that
+//    long to see a give-back, and a flood on a spent budget still costs one store call per
+//    second per instance.
 //  - The exception is an operator's reset (DELETE /admin/callers/...): the instance that serves
 //    it forgets the caller's entries at once; other instances keep denying until T, at most the
 //    retry-after they already sent the caller.
@@ -26,8 +32,8 @@
 // denials are answered with `local: true` and queued to the store's denial log; the store's own
 // denials are remembered.
 import { DecoratedStore } from "./decorated-store.js";
-import type { LimitCheck, LimitOutcome, LimitSpec, StoreDecision } from "./spec.js";
-import type { CheckOptions, DenialLog, LimitStore } from "./stores/contract.js";
+import { isBudget, type LimitCheck, type LimitOutcome, type LimitSpec, type StoreDecision } from "./spec.js";
+import type { AtOptions, CheckOptions, DenialLog, GiveBack, LimitStore } from "./stores/contract.js";
 import { DenialQueue } from "./stores/denial-queue.js";
 
 interface Entry {
@@ -47,6 +53,9 @@ export interface LocalDenial {
 
 export const DENY_CACHE_MAX = 100_000;
 
+/** The longest a budget's denial is cached: give-backs can loosen it before its retry-after. */
+export const BUDGET_DENIAL_MS = 1000;
+
 export class DenyCache {
   private readonly entries = new Map<string, Entry>();
 
@@ -64,7 +73,7 @@ export class DenyCache {
       if (o.allowed || c.spec.shadow || c.spec.algorithm === "concurrency" || o.retryAfterMs <= 0) continue;
       const entry: Entry = {
         spec: c.spec,
-        untilMs: sentAtMs + o.retryAfterMs,
+        untilMs: sentAtMs + (isBudget(c.spec) ? Math.min(o.retryAfterMs, BUDGET_DENIAL_MS) : o.retryAfterMs),
         // What was asked: a token budget under max_cost must fit `need`, and its retry-after is
         // when `need` fits; a request asking less may fit earlier.
         cost: c.need ?? c.cost,
@@ -163,6 +172,12 @@ export class DenyCacheStore extends DecoratedStore<LimitStore & DenialLog> {
     }
     if (options?.denial) this.queue.add(options.denial, nowMs, limits);
     return { allowed: false, outcomes, local: true };
+  }
+
+  /** What goes back may admit what was denied: this instance asks the store again at once. */
+  override refund(giveBacks: readonly GiveBack[], options?: AtOptions): Promise<void> {
+    this.cache.forget(giveBacks.map((g) => g.check.key));
+    return this.inner.refund(giveBacks, options);
   }
 
   /** Writes the denials decided here since the last flush (the admin API calls it before reading). */

@@ -32,6 +32,7 @@ export function createGatewayLimiter(options: GatewayLimiterOptions): Limiter {
     prefix: options.prefix,
     local: options.local,
     denyCache,
+    denialLog: options.store,
     now,
     ...(options.overrides ? { overrides: options.overrides } : {}),
   });

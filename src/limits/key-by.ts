@@ -11,7 +11,7 @@ import type { LimitScope } from "./plan.js";
 /** One dimension of a limit's key. */
 export type KeyPart =
   | { readonly kind: "caller" | "tenant" | "ip" | "route" }
-  | { readonly kind: "header" | "query" | "claim"; readonly name: string }
+  | { readonly kind: "header" | "query" | "claim" | "body"; readonly name: string }
   | { readonly kind: "segment"; readonly index: number };
 
 /** A limit's `by`, compiled: its parts in the order written. */
@@ -39,6 +39,8 @@ export interface KeyedRequest {
   readonly path: string;
   /** The query string as received, with its `?`, or empty. */
   readonly query: string;
+  /** An AI route's JSON request body (its top-level members), which `body:<field>` reads. */
+  readonly body?: Readonly<Record<string, unknown>> | undefined;
 }
 
 /** The deepest segment `segment:<n>` may name. */
@@ -49,7 +51,9 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$/;
 const CLAIM_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z:/]{1,128}$/;
 
 export const KEY_PART_FORMS =
-  "caller, tenant, ip, route, header:<name>, query:<name>, claim:<name> or segment:<n>";
+  "caller, tenant, ip, route, header:<name>, query:<name>, claim:<name>, body:<field> or segment:<n>";
+/** A top-level member name of a JSON body: letters, digits, `_` and `-`. */
+const BODY_FIELD = /^[A-Za-z0-9_-]{1,64}$/;
 
 const SIMPLE: Readonly<Record<string, KeyPart>> = {
   caller: { kind: "caller" },
@@ -88,6 +92,13 @@ export function parseKeyPart(text: string): KeyPart | { error: string } {
         };
       }
       return { kind: "claim", name };
+    case "body":
+      if (!BODY_FIELD.test(name)) {
+        return {
+          error: `"${name}" is not a body field tollgate can key by: name a top-level member of the JSON request body (letters, digits, _ and -, 1 to 64 of them), e.g. body:model`,
+        };
+      }
+      return { kind: "body", name };
     case "segment": {
       const index = /^[1-9][0-9]?$/.test(name) ? Number(name) : Number.NaN;
       if (!(index >= 1 && index <= MAX_SEGMENT)) {
@@ -152,6 +163,7 @@ export function partText(part: KeyPart): string {
     case "header":
     case "query":
     case "claim":
+    case "body":
       return `${part.kind}:${part.name}`;
     case "segment":
       return `segment:${part.index}`;
@@ -163,8 +175,18 @@ export function partText(part: KeyPart): string {
 /** Whether any part reads the request or the token (not only who calls and where). */
 export function readsRequest(by: KeyBy): boolean {
   return by.parts.some(
-    (p) => p.kind === "header" || p.kind === "query" || p.kind === "claim" || p.kind === "segment",
+    (p) =>
+      p.kind === "header" ||
+      p.kind === "query" ||
+      p.kind === "claim" ||
+      p.kind === "segment" ||
+      p.kind === "body",
   );
+}
+
+/** Whether any part reads the request body (`body:<field>`): only AI routes read one. */
+export function readsBody(by: KeyBy): boolean {
+  return by.parts.some((p) => p.kind === "body");
 }
 
 // --- Values into key text ---------------------------------------------------------------------
@@ -216,6 +238,8 @@ function partLabel(part: KeyPart): string {
       return `q.${valueText(part.name)}`;
     case "claim":
       return `j.${valueText(part.name)}`;
+    case "body":
+      return `b.${valueText(part.name)}`;
     case "segment":
       return `s.${part.index}`;
   }
@@ -244,15 +268,23 @@ export function partValue(
     }
     case "query":
       return request ? queryValue(request.query, part.name) : undefined;
-    case "claim": {
+    case "claim":
       if (caller.kind !== "client" || caller.claims === undefined) return undefined;
-      const value = caller.claims[part.name];
-      if (typeof value === "string") return value === "" ? undefined : value;
-      return typeof value === "number" || typeof value === "boolean" ? String(value) : undefined;
-    }
+      return scalarText(caller.claims[part.name]);
+    case "body":
+      return scalarText(request?.body?.[part.name]);
     case "segment":
       return request ? pathSegment(request.path, part.index) : undefined;
   }
+}
+
+/**
+ * A body member as key text: a string as it is, a number or boolean as JSON writes it; anything
+ * else (an object, a list, null) or an empty string is missing, and keys by the caller.
+ */
+function scalarText(value: unknown): string | undefined {
+  if (typeof value === "string") return value === "" ? undefined : value;
+  return typeof value === "number" || typeof value === "boolean" ? String(value) : undefined;
 }
 
 /**

@@ -4,6 +4,7 @@
 import { storeFailureReason } from "../errors.js";
 import type { Caller } from "../identity/caller.js";
 import { isRateLimit } from "./algorithms/index.js";
+import { type BudgetReservation, fitOutput, reservedUnits } from "./budget-reservation.js";
 import type { AllowedDecision, AppliedLimit, DegradedReason, LimitDecision } from "./decision.js";
 import { DenialRecords } from "./denials.js";
 import type { KeyedRequest } from "./key-by.js";
@@ -11,8 +12,8 @@ import { binds, requestLimitKey } from "./keys.js";
 import { type LeaseHolder, leaseOf, nextLeaseId, releaseOnce } from "./leases.js";
 import { type LocalDecider, localChecks } from "./local-fallback.js";
 import type { LimitedRoute, PlannedLimit } from "./plan.js";
-import type { LimitCheck, StoreDecision } from "./spec.js";
-import type { ChargedLimit, Lease, LimitStore } from "./stores/contract.js";
+import { type BudgetUnit, decidedAtOf, isBudget, type LimitCheck, type StoreDecision } from "./spec.js";
+import type { ChargedLimit, DenialLog, DenialRecord, Lease, LimitStore } from "./stores/contract.js";
 
 /** The deny cache in front of the store, as far as the admin API and a reload need it. */
 export interface LocalDenials {
@@ -34,6 +35,12 @@ export interface LimiterOptions {
   now?: () => number;
   /** Operators' runtime overrides of callers' limits (runtime/override-table.ts), if any. */
   overrides?: CallerOverrides;
+  /**
+   * Where a denial the store was not asked to record is written: a clamped request's first
+   * check goes without its record (it may still be admitted, lowered), and its refusal is
+   * recorded here. Absent: such refusals go unrecorded.
+   */
+  denialLog?: Pick<DenialLog, "recordDenials">;
 }
 
 /**
@@ -58,6 +65,7 @@ export class Limiter {
   private readonly now: () => number;
   private readonly records: DenialRecords;
   private readonly overrides: CallerOverrides | undefined;
+  private readonly denialLog: Pick<DenialLog, "recordDenials"> | undefined;
 
   constructor(options: LimiterOptions) {
     this.store = options.store;
@@ -67,26 +75,60 @@ export class Limiter {
     this.now = options.now ?? Date.now;
     this.records = new DenialRecords(options.prefix);
     this.overrides = options.overrides;
+    this.denialLog = options.denialLog;
   }
 
   /**
    * The decision on every limit that binds this request: its plan's (global, tenant, the
    * route's entry) and the route's own, in one store call. `request` is what keyed limits read;
-   * without it their values are missing and they key by the caller.
+   * without it their values are missing and they key by the caller. `reservation`: an AI
+   * request's, which its budgets take in the same call (budget-reservation.ts); with a
+   * `minOutput` a request its budgets cannot hold is lowered to what they can, down to it.
    */
-  async check(caller: Caller, route: LimitedRoute, request?: KeyedRequest): Promise<LimitDecision> {
+  async check(
+    caller: Caller,
+    route: LimitedRoute,
+    request?: KeyedRequest,
+    reservation?: BudgetReservation,
+  ): Promise<LimitDecision> {
     // A plan's list for a route ends with the route's own limits (config/compile.ts).
     const compiled = caller.plan?.limitsByRoute.get(route.name) ?? route.limits;
     if (compiled.length === 0) return UNLIMITED;
     // Overrides replace limits in place, so everything below (keys, headers, 429 wording, the
     // local fallback's share) reads the size in force for this caller.
-    const planned = this.overrides ? this.overrides.apply(caller, compiled) : compiled;
-    const checks = limitChecks(this.prefix, planned, caller, route, request);
+    const overridden = this.overrides ? this.overrides.apply(caller, compiled) : compiled;
+    // A money budget is asked only by AI requests, the only ones priced.
+    const planned = reservation === undefined ? withoutMoney(overridden) : overridden;
+    const checks = limitChecks(this.prefix, planned, caller, route, request, reservation);
     if (checks.length === 0) return UNLIMITED;
+    const record = this.records.of(caller, route, this.now());
+    const clamps = reservation?.minOutput !== undefined && checks.some((c) => isBudget(c.spec));
+    // A denial is written by the same store call that decides it; a request that may be lowered
+    // is written only once it is refused for good.
+    const first = await this.decide(planned, caller, route, checks, clamps ? undefined : record, reservation);
+    if (!clamps || first.kind !== "denied" || first.local) return first;
+    const output = clampedOutput(first, checks, reservation!);
+    if (output === undefined) {
+      this.recordRefusal(record, first);
+      return first;
+    }
+    const lowered = limitChecks(this.prefix, planned, caller, route, request, reservation, output);
+    return this.decide(planned, caller, route, lowered, record, reservation, output);
+  }
+
+  /** One store call for `checks`, as a decision (the failure policy when the store cannot decide). */
+  private async decide(
+    planned: readonly PlannedLimit[],
+    caller: Caller,
+    route: LimitedRoute,
+    checks: LimitCheck[],
+    record: DenialRecord | undefined,
+    reservation: BudgetReservation | undefined,
+    output = reservation?.output,
+  ): Promise<LimitDecision> {
     let decision: StoreDecision;
     try {
-      // A denial is written by the same store call that decides it.
-      decision = await this.store.check(checks, { denial: this.records.of(caller, route, this.now()) });
+      decision = await this.store.check(checks, record ? { denial: record } : undefined);
     } catch (err) {
       const reason = storeFailureReason(err);
       if (route.onFailure === "local" && this.local) {
@@ -96,7 +138,63 @@ export class Limiter {
       const policy = route.onFailure === "closed" ? "closed" : "open";
       return { kind: "degraded", reason, policy, error: err instanceof Error ? err : new Error(String(err)) };
     }
-    return toDecision(planned, caller, checks, decision, this.store);
+    const answer = toDecision(planned, caller, checks, decision, this.store);
+    if (answer.kind === "allowed" && output !== undefined) answer.output = output;
+    return answer;
+  }
+
+  /** A clamped request refused after all: its denial, written as the store would have. */
+  private recordRefusal(record: DenialRecord, denied: LimitDecision & { kind: "denied" }): void {
+    if (!this.denialLog) return;
+    const limits = denied.violated.map((v) => v.spec.name);
+    this.denialLog
+      .recordDenials([
+        { ...record, entries: [{ atMs: Math.floor(this.now()), route: record.route, limits }] },
+      ])
+      .catch(() => {
+        // Advisory, as every denial record: a store that cannot take it drops it.
+      });
+  }
+
+  /**
+   * Settles a request's budgets once its answer is known: `deltas[i]` more units for check i
+   * (what the upstream reported beyond the reservation: debited whatever is left, as a
+   * post-charge), or fewer (the reservation beyond what was used: given back to the window it
+   * was taken from). 0 leaves a check as it is. Resolves either way; `charged` holds the state
+   * after a debit (undefined where none was made).
+   */
+  async settle(
+    checks: readonly LimitCheck[],
+    decidedAt: StoreDecision["decidedAt"],
+    deltas: readonly number[],
+  ): Promise<{ ok: true; charged: (ChargedLimit | undefined)[] } | { ok: false; reason: DegradedReason }> {
+    const debits: LimitCheck[] = [];
+    const debited: number[] = [];
+    const giveBacks = [];
+    for (let i = 0; i < checks.length; i++) {
+      const c = checks[i]!;
+      const delta = deltas[i] ?? 0;
+      if (delta > 0) {
+        debits.push({ key: c.key, spec: c.spec, cost: delta, leaseId: c.leaseId });
+        debited.push(i);
+      } else if (delta < 0) {
+        const at = decidedAtOf(decidedAt, i);
+        if (at !== undefined) giveBacks.push({ check: c, units: -delta, at });
+      }
+    }
+    const charged: (ChargedLimit | undefined)[] = checks.map(() => undefined);
+    try {
+      const [states] = await Promise.all([
+        debits.length > 0 ? this.store.charge(debits) : Promise.resolve([]),
+        giveBacks.length > 0 ? this.store.refund(giveBacks) : Promise.resolve(),
+      ]);
+      states.forEach((state, j) => {
+        charged[debited[j]!] = state;
+      });
+      return { ok: true, charged };
+    } catch (err) {
+      return { ok: false, reason: storeFailureReason(err) };
+    }
   }
 
   /**
@@ -142,29 +240,64 @@ export class Limiter {
   }
 }
 
-/** The checks of the limits that bind this request, in plan order, each under its key. */
+/**
+ * The checks of the limits that bind this request, in plan order, each under its key. With a
+ * reservation (an AI request) each budget takes its share of it at `output` tokens per choice;
+ * without one a token budget takes the route's cost, allowed only if its max_cost would be.
+ */
 export function limitChecks(
   prefix: string,
   planned: readonly PlannedLimit[],
   caller: Caller,
   route: Pick<LimitedRoute, "name" | "cost" | "maxCost">,
   request?: KeyedRequest,
+  reservation?: BudgetReservation,
+  output = reservation?.output,
 ): LimitCheck[] {
   const checks: LimitCheck[] = [];
   const cost = route.cost;
   const need = route.maxCost !== undefined && route.maxCost > cost ? route.maxCost : undefined;
   for (const p of planned) {
     if (!binds(p, caller)) continue;
+    const unit = p.spec.unit;
     const key = requestLimitKey(prefix, p.by, p.spec.name, caller, route.name, request);
     checks.push(
       !isRateLimit(p.spec)
         ? { key, spec: p.spec, cost, leaseId: nextLeaseId() }
-        : need !== undefined && p.spec.unit === "tokens"
-          ? { key, spec: p.spec, cost, need }
-          : { key, spec: p.spec, cost },
+        : unit !== undefined && reservation !== undefined
+          ? { key, spec: p.spec, cost: reservedUnits(reservation, unit, output) }
+          : need !== undefined && unit === "tokens"
+            ? { key, spec: p.spec, cost, need }
+            : { key, spec: p.spec, cost },
     );
   }
   return checks;
+}
+
+/** `planned` without its money budgets (the same list when it has none: no copy per request). */
+function withoutMoney(planned: readonly PlannedLimit[]): readonly PlannedLimit[] {
+  for (const p of planned) if (p.spec.unit === "usd") return planned.filter((q) => q.spec.unit !== "usd");
+  return planned;
+}
+
+/**
+ * The output a refused request can be lowered to: only when budgets alone refused it (a rate
+ * that denied is not helped by fewer tokens), from what each budget reported it has left.
+ */
+function clampedOutput(
+  denied: LimitDecision & { kind: "denied" },
+  checks: readonly LimitCheck[],
+  reservation: BudgetReservation,
+): number | undefined {
+  if (denied.violated.some((v) => !isBudget(v.spec))) return undefined;
+  const budgets: { unit: BudgetUnit; remaining: number }[] = [];
+  for (let i = 0; i < checks.length; i++) {
+    const unit = checks[i]!.spec.unit;
+    if (unit === undefined) continue;
+    budgets.push({ unit, remaining: denied.applied[i]!.outcome.remaining });
+  }
+  const fit = fitOutput(reservation, budgets);
+  return fit !== undefined && fit < reservation.output ? fit : undefined;
 }
 
 /**
@@ -201,6 +334,7 @@ function toDecision(
       leases.push(lease);
     }
     const allowed: AllowedDecision = { kind: "allowed", applied, checks, delayMs };
+    if (decision.decidedAt !== undefined) allowed.decidedAt = decision.decidedAt;
     if (leases) allowed.release = releaseOnce(store, leases);
     for (const a of applied) {
       if (!a.spec.shadow || a.outcome.allowed) continue;

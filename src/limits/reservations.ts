@@ -229,7 +229,8 @@ function merged(
   const outcomes: LimitOutcome[] = [];
   let j = 0;
   for (let i = 0; i < checks.length; i++) outcomes.push(reserved.get(i) ?? decision.outcomes[j++]!);
-  return decision.local
-    ? { allowed: decision.allowed, outcomes, local: true }
-    : { allowed: decision.allowed, outcomes };
+  if (decision.local) return { allowed: decision.allowed, outcomes, local: true };
+  return decision.decidedAt === undefined
+    ? { allowed: decision.allowed, outcomes }
+    : { allowed: decision.allowed, outcomes, decidedAt: decision.decidedAt };
 }

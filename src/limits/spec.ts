@@ -8,10 +8,24 @@ export interface SpecBase {
   /** Evaluated and counted, never denies (rolling out a new limit). */
   shadow?: boolean;
   /**
-   * `tokens`: a token budget, charged the units the upstream reports (route `charge`); absent:
-   * the limit counts requests (each takes the route's cost).
+   * `tokens`: a token budget, charged the units the upstream reports (route `charge`, or an AI
+   * route's usage); `usd`: a money budget, in integer micro-dollars, charged what an AI route's
+   * usage costs at the price table. Absent: the limit counts requests (each takes the route's
+   * cost).
    */
-  unit?: "tokens";
+  unit?: BudgetUnit;
+}
+
+/** The units a budget counts: tokens, or micro-dollars (`usd`). */
+export type BudgetUnit = "tokens" | "usd";
+
+/**
+ * Whether a limit is a budget (`unit: tokens` or `usd`): charged what a response reports, and
+ * given back what an AI route reserved beyond it, so its state can loosen before its window
+ * ends (the deny cache keeps such a denial briefly).
+ */
+export function isBudget(spec: SpecBase): boolean {
+  return spec.unit !== undefined;
 }
 
 export type {
@@ -53,12 +67,28 @@ export interface LimitOutcome {
   taken?: number;
 }
 
+/**
+ * When the store decided, exactly as it used the time (Redis's clock as "%.17g" text, or a
+ * number): a give-back (LimitStore.refund) finds the window a check took from by it. One value
+ * for the whole request, or one per check when its parts were decided apart (Redis Cluster
+ * slots).
+ */
+export type DecidedAt = string | number | readonly (string | number)[];
+
 /** All limits of a request, decided together: `allowed` only if every limit allowed it. */
 export interface StoreDecision {
   allowed: boolean;
   outcomes: LimitOutcome[];
   /** Decided in this process by a decorator (the deny cache), without asking the store. */
   local?: true;
+  /** When the store decided (absent: a decorator decided, or a store that does not say). */
+  decidedAt?: DecidedAt;
+}
+
+/** When the store decided check `i` of a decision (see DecidedAt). */
+export function decidedAtOf(at: DecidedAt | undefined, i: number): string | number | undefined {
+  if (at === undefined || typeof at === "string" || typeof at === "number") return at;
+  return at[i];
 }
 
 // What answering about a limit needs, asked of its algorithm (algorithms/): computed once per

@@ -21,6 +21,13 @@ export type RequestDecision =
 /** Why a charge: usage response was charged without a usage report (charge.ts). */
 export type UnreportedReason = "compressed" | "no_usage" | "cut_short" | "websocket";
 
+/**
+ * How an AI request's reservation was settled (proxy/settle.ts): to the usage its answer
+ * reported, kept whole (no usable usage: cut short, compressed, none), or released but for the
+ * route's cost (an error answer, or an upstream never reached).
+ */
+export type Settlement = "reported" | "kept" | "released";
+
 /** Route label for requests that matched no route. */
 export const NO_ROUTE = "";
 
@@ -49,6 +56,9 @@ export class Metrics {
   private readonly unreportedChildren = new Map<string, { inc(): void }>();
   /** Callers passing `calendar.alert_at` of a calendar budget, once per caller, limit and period. */
   readonly budgetAlerts: Counter<"limit">;
+  private readonly settlements: Counter<"route" | "outcome">;
+  private readonly settlementChildren = new Map<string, { inc(): void }>();
+  private readonly overrun: Counter<"route" | "unit">;
   /** Stored keys looked up in the store (a cached key is none): found, unknown, error. */
   readonly keyLookups: Counter<"result">;
   /** Runtime changes applied here, by how they arrived (a reconcile catching up: lost messages). */
@@ -135,6 +145,18 @@ export class Metrics {
       name: "tollgate_usage_unreported_total",
       help: "Responses of charge: usage routes whose token usage could not be read, charged the route's max_cost (its cost without one), by route and reason: compressed, no_usage, cut_short, websocket.",
       labelNames: ["route", "reason"],
+      registers: [this.registry],
+    });
+    this.settlements = new Counter({
+      name: "tollgate_ai_settlements_total",
+      help: "AI requests settled after their answer, by route and outcome: reported (charged the usage reported, the rest of the reservation given back), kept (no usable usage: the reservation stands), released (an error answer or an upstream never reached: all but the route's cost given back).",
+      labelNames: ["route", "outcome"],
+      registers: [this.registry],
+    });
+    this.overrun = new Counter({
+      name: "tollgate_ai_overrun_total",
+      help: "Units AI answers reported beyond what their requests reserved, charged after the fact (what a budget can be overspent by), by route and unit: tokens, or usd_micros.",
+      labelNames: ["route", "unit"],
       registers: [this.registry],
     });
     this.budgetAlerts = new Counter({
@@ -224,6 +246,21 @@ export class Metrics {
       this.unreportedChildren.set(key, child);
     }
     child.inc();
+  }
+
+  countSettlement(route: string, outcome: Settlement): void {
+    const key = `${route}\n${outcome}`;
+    let child = this.settlementChildren.get(key);
+    if (!child) {
+      child = this.settlements.labels(route, outcome);
+      this.settlementChildren.set(key, child);
+    }
+    child.inc();
+  }
+
+  /** Units reported beyond a reservation (rare: an estimate fell short), in tokens or micro-dollars. */
+  countOverrun(route: string, unit: "tokens" | "usd_micros", units: number): void {
+    this.overrun.labels(route, unit).inc(units);
   }
 
   countNearLimit(route: string): void {

@@ -10,14 +10,13 @@
 import { periodAt, periodId } from "../limits/calendar.js";
 import type { AllowedDecision, AppliedLimit } from "../limits/decision.js";
 import { callerLabel } from "../limits/keys.js";
-import type { ChargedLimit } from "../limits/stores/contract.js";
 import type { ChargeResult } from "./charge.js";
 import type { Admitted, ProxyEnv } from "./context.js";
 
 type ReporterEnv = Pick<ProxyEnv, "metrics" | "logger" | "clock">;
 
 const isBudget = (a: AppliedLimit) =>
-  a.spec.unit === "tokens" || (a.spec.algorithm === "fixed_window" && a.spec.calendar !== undefined);
+  a.spec.unit !== undefined || (a.spec.algorithm === "fixed_window" && a.spec.calendar !== undefined);
 
 /** The callback charge.ts calls once the request is charged; undefined when it has no budget. */
 export function budgetReporter(
@@ -37,7 +36,7 @@ export function budgetReporter(
   return (result) => {
     const atMs = env.clock.now();
     recordUsage(env, ctx, decision, indices, result, atMs);
-    for (const i of indices) alertIfCrossed(env, ctx, decision, i, result.charged?.[i], atMs);
+    for (const i of indices) alertIfCrossed(env, ctx, decision, i, result, atMs);
   };
 }
 
@@ -52,7 +51,7 @@ function recordUsage(
   const ledger = ctx.gen.usage;
   if (!ledger) return;
   const caller = ctx.caller;
-  const tokenBudget = budgets.some((i) => decision.applied[i]!.spec.unit === "tokens");
+  const tokenBudget = budgets.some((i) => decision.applied[i]!.spec.unit !== undefined);
   void ledger
     .record({
       caller: callerLabel(caller),
@@ -61,6 +60,7 @@ function recordUsage(
       // A token budget was charged the units; a request counted by calendar limits alone
       // reports the tokens its upstream said it used, if it said so.
       tokens: tokenBudget || result.reported ? result.units : 0,
+      ...(result.usdMicros ? { usdMicros: result.usdMicros } : {}),
       atMs,
     })
     .catch((err: unknown) => {
@@ -78,9 +78,10 @@ function alertIfCrossed(
   ctx: Admitted,
   decision: AllowedDecision,
   i: number,
-  charged: ChargedLimit | undefined,
+  result: ChargeResult,
   atMs: number,
 ): void {
+  const charged = result.charged?.[i];
   const share = ctx.gen.runtime.budgetAlertAt;
   const a = decision.applied[i]!;
   const spec = a.spec;
@@ -90,7 +91,9 @@ function alertIfCrossed(
   // Used once admitted, and before: what this request took at admission is its check's cost.
   const admitted = quota - a.outcome.remaining;
   const before = admitted - decision.checks[i]!.cost;
-  const after = charged ? quota - charged.remaining : admitted;
+  // An AI request's reservation was settled to what it used, not to what the store shows now.
+  const used = result.used?.[i];
+  const after = used !== undefined ? before + used : charged ? quota - charged.remaining : admitted;
   if (!(before < threshold && after >= threshold)) return;
   const { unit, tz } = spec.calendar;
   const period = periodId(atMs, unit, tz);

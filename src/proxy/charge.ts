@@ -30,6 +30,13 @@ export interface ChargeResult {
   reported: boolean;
   /** Each check's state after the post-charge (undefined: not charged, or no post-charge). */
   charged: readonly (ChargedLimit | undefined)[] | undefined;
+  /** An AI request's cost in micro-dollars (0 without a price). */
+  usdMicros?: number;
+  /**
+   * An AI request's settlement: what each budget check was charged in all, in its unit (0 for
+   * the others); absent: each was charged its check's cost plus `units` beyond the route's cost.
+   */
+  used?: readonly number[];
 }
 
 export class ChargeReported implements ForwardHandler {

@@ -3,20 +3,26 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Logger } from "pino";
+import type { ModelPrice } from "../ai/prices.js";
+import type { AiRequest } from "../ai/request.js";
 import type { CompiledRoute, Runtime } from "../config/compile.js";
 import type { ProblemCode } from "../http/problem.js";
 import type { StoredKeyLookup } from "../identity/api-key.js";
 import type { AuthFailureThrottle } from "../identity/auth-failures.js";
 import type { Caller } from "../identity/caller.js";
 import type { Peer } from "../identity/peer.js";
+import type { BudgetReservation } from "../limits/budget-reservation.js";
 import type { Limiter } from "../limits/limiter.js";
 import { type Metrics, NO_ROUTE, type RequestDecision } from "../observability/metrics.js";
 import type { SustainedDenials } from "../observability/sustained.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import type { Handshake } from "./upgrade.js";
 
-/** What a request asks of the limiter: a decision, and a post-charge once the upstream answered. */
-export type RequestLimiter = Pick<Limiter, "check" | "postCharge">;
+/**
+ * What a request asks of the limiter: a decision, and a post-charge (or an AI request's
+ * settlement) once the upstream answered.
+ */
+export type RequestLimiter = Pick<Limiter, "check" | "postCharge" | "settle">;
 
 /**
  * One config generation: the runtime and the limiter built for it. The gateway swaps the whole
@@ -56,6 +62,14 @@ export interface ProxyEnv {
   clock: Clock;
   /** Keys issued at runtime (runtime/key-lookup.ts); undefined: the YAML's keys only. */
   storedKeys?: StoredKeyLookup | undefined;
+}
+
+/** An AI route's request, read (proxy/ai-body.ts): what it asks, what it costs, what it reserves. */
+export interface AiExchange {
+  readonly request: AiRequest;
+  /** Its model's prices, when a money budget applies to it. */
+  readonly price: ModelPrice | undefined;
+  readonly reservation: BudgetReservation;
 }
 
 /** A WebSocket handshake's client socket, watched until it is answered. */
@@ -141,10 +155,17 @@ export class RequestContext {
   upstreamError: string | undefined = undefined;
   /** Set once the request is answered and counted, so nothing counts it twice. */
   done = false;
+  /** An AI route's operation, read before its limits are asked; undefined elsewhere. */
+  ai: AiExchange | undefined = undefined;
 
   /** The request's headers: with `path` and `query`, what keyed limits read (limits/key-by.ts). */
   get headers(): IncomingMessage["headers"] {
     return this.req.headers;
+  }
+
+  /** An AI request's body members, which `body:<field>` keys read. */
+  get body(): Readonly<Record<string, unknown>> | undefined {
+    return this.ai?.request.fields;
   }
 
   constructor(

@@ -18,7 +18,7 @@ const UNLIMITED: LimitDecision = Object.freeze({ kind: "unlimited" });
 export function decide(ctx: Admitted, env: DecideEnv): LimitDecision | Promise<LimitDecision> {
   if (ctx.exempt) return UNLIMITED;
   ctx.checkStartedAt = env.clock.monotonic();
-  return ctx.gen.limiter.check(ctx.caller, ctx.route, ctx);
+  return ctx.gen.limiter.check(ctx.caller, ctx.route, ctx, ctx.ai?.reservation);
 }
 
 /** The limiter answered: how long it took (tollgate_limit_check_duration_seconds, check_ms). */

@@ -3,6 +3,8 @@
 // response handlers (leases, post-charge, the log line).
 import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+import { forwardedBody } from "../ai/request.js";
+import { outputCeiling } from "../ai/reserve.js";
 import type { Runtime } from "../config/compile.js";
 import { presentsCredential } from "../identity/caller.js";
 import type { AllowedDecision } from "../limits/decision.js";
@@ -25,6 +27,12 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
   const { req, res, route, caller } = ctx;
   const rt = ctx.gen.runtime;
   const upstream = route.upstream;
+  // An AI request's body, read before its limits: sent from memory, with the ceiling its budgets
+  // hold (lowered when clamped) and usage asked for.
+  const ai = ctx.ai;
+  const body = ai
+    ? forwardedBody(ai.request, decision?.output ?? outputCeiling(ai.request, route.ai!), route.ai!)
+    : undefined;
   const headers = upstreamRequestHeaders(req.rawHeaders, req.headers, {
     upstreamHost: upstream.host,
     peer: ctx.peer.text,
@@ -34,7 +42,8 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
     requestId: ctx.requestId,
     keyHeader: rt.identity.header,
     hidden: route.hideCredentials ? hiddenCredentials(rt, req, ctx.credentialHeader) : undefined,
-    identityEncoding: route.charge.usage !== null,
+    identityEncoding: route.charge.usage !== null || route.ai !== undefined,
+    bodyLength: body?.length,
     identity: {
       client: caller.kind === "client" ? caller.id : undefined,
       tenant: caller.kind === "client" ? caller.tenant : undefined,
@@ -83,7 +92,8 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
     method: ctx.method,
     path,
     headers,
-    withBody: hasBody(req),
+    withBody: body !== undefined || hasBody(req),
+    body,
     maxBody: route.maxBody,
     responseHeaders: ctx.responseHeaders,
     handler: responseHandler(env, ctx, decision, false),

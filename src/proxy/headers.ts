@@ -140,6 +140,11 @@ export interface ForwardingContext {
    * spelling of the client's own (`Accept_Encoding`, which some servers fold onto it) reaches it.
    */
   identityEncoding?: boolean | undefined;
+  /**
+   * The body is sent from memory (an AI route's, perhaps changed): its length replaces the
+   * client's Content-Length, which may no longer match.
+   */
+  bodyLength?: number | undefined;
 }
 
 /**
@@ -170,9 +175,11 @@ export function upstreamRequestHeaders(
     if (ctx.hidden?.includes(lower)) continue;
     // A range of the body could leave its usage out: the whole body, uncompressed.
     if (ctx.identityEncoding && READABLE_BODY_DROPS.has(foldHeaderName(lower))) continue;
+    if (ctx.bodyLength !== undefined && lower === "content-length") continue;
     out.push(name, rawHeaders[i + 1]!);
   }
   if (ctx.identityEncoding) out.push("accept-encoding", "identity");
+  if (ctx.bodyLength !== undefined) out.push("content-length", String(ctx.bodyLength));
   const priorFor = ctx.forwardedFor;
   out.push("host", ctx.upstreamHost);
   out.push("x-forwarded-for", priorFor ? `${priorFor}, ${ctx.peer}` : ctx.peer);

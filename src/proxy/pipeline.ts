@@ -8,6 +8,7 @@ import { requestIdOf } from "../http/request-id.js";
 import { closeAfterAnswer } from "../http/unread-body.js";
 import type { AllowedDecision, LimitDecision } from "../limits/decision.js";
 import { type Admission, admit } from "./admit.js";
+import { type AiBodyResult, readAiBody } from "./ai-body.js";
 import {
   type Admitted,
   type Clock,
@@ -92,7 +93,35 @@ export function createPipeline(deps: PipelineDeps) {
       refuse(env, ctx, admission);
       return;
     }
-    decideFor(admission);
+    if (admission.route.ai) readThenDecide(admission);
+    else decideFor(admission);
+  }
+
+  /** An AI route: the body says what the request may cost, so it is read before any limit. */
+  function readThenDecide(ctx: Admitted): void {
+    const read = readAiBody(ctx);
+    if (read instanceof Promise) {
+      read.then(
+        (r) => guarded(ctx, () => bodyRead(ctx, r)),
+        (err: unknown) =>
+          guarded(ctx, () => {
+            throw err;
+          }),
+      );
+    } else {
+      bodyRead(ctx, read);
+    }
+  }
+
+  function bodyRead(ctx: Admitted, read: AiBodyResult): void {
+    if (read === "gone") {
+      // Nothing was asked of any limit: the client left while it sent its body.
+      ctx.status = 499;
+      complete(env, ctx);
+      return;
+    }
+    if (read instanceof Refusal) refuse(env, ctx, read);
+    else decideFor(read);
   }
 
   function decideFor(ctx: Admitted): void {

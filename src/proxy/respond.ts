@@ -3,7 +3,9 @@
 import { problemFor, sendProblem } from "../http/problem.js";
 import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
 import { answeringBeforeBody } from "../http/unread-body.js";
+import { reservedUnits } from "../limits/budget-reservation.js";
 import type { DegradedReason, DeniedDecision } from "../limits/decision.js";
+import { quantity } from "../limits/units.js";
 import type { RequestDecision } from "../observability/metrics.js";
 import type { ProxyEnv, Refusal, RequestContext } from "./context.js";
 
@@ -40,17 +42,26 @@ export function tooMany(env: RespondEnv, ctx: RequestContext, decision: DeniedDe
   const violated = decision.violated;
   let described = "";
   const names: string[] = [];
+  const reservation = ctx.ai?.reservation;
   for (let i = 0; i < violated.length; i++) {
     const v = violated[i]!;
     // A local share (on_failure: local, the store away) is described as what denied, not as
     // the shared limit it stands in for.
     described += (i ? "; " : "") + v.limit.description;
+    // A budget refuses an AI request for its reservation: say what is left and what it asked.
+    const unit = v.spec.unit;
+    if (reservation && unit !== undefined)
+      described += `: ${quantity(v.spec, v.outcome.remaining)} left, and this request reserves ${quantity(v.spec, reservedUnits(reservation, unit))} (up to ${reservation.input} input tokens and ${reservation.output * reservation.choices} output tokens)`;
     names.push(v.spec.name);
   }
   // A token budget with units left refused the request for its route's max_cost: say so, or
   // the client reads "100000 tokens per month" beside RateLimit-Remaining: 150 and wonders.
   const maxCost = ctx.route?.maxCost;
-  if (maxCost !== undefined && violated.some((v) => v.spec.unit === "tokens" && v.outcome.remaining > 0))
+  if (
+    maxCost !== undefined &&
+    !reservation &&
+    violated.some((v) => v.spec.unit === "tokens" && v.outcome.remaining > 0)
+  )
     described += `, and this route needs ${maxCost} of them left (its max_cost)`;
   // A budget that resets in hours or days (a calendar month) also says when, as an instant, to
   // the nearest second: the store decided a moment before this clock's now.

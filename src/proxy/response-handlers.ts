@@ -8,6 +8,7 @@ import { budgetReporter } from "./budget-usage.js";
 import { ChargeReported } from "./charge.js";
 import type { Admitted, ProxyEnv, RequestContext } from "./context.js";
 import { complete, roundMs } from "./respond.js";
+import { SettleReservation } from "./settle.js";
 import type { ForwardHandler, ForwardResult } from "./stream.js";
 
 type HandlerEnv = Pick<ProxyEnv, "metrics" | "logger" | "inFlight" | "clock">;
@@ -89,9 +90,14 @@ export function responseHandler(
 ): ForwardHandler {
   let handler: ForwardHandler = new EndRequest(env, ctx, !tunnelled);
   if (decision?.release) handler = new ReleaseLeases(handler, env, ctx, decision.release);
-  // Only requests decided by the shared store are post-charged there. A tunnel has no cost
-  // header, and its frames are not read: on a route that reads usage it costs max_cost.
-  if (decision && !decision.degraded && (!tunnelled || ctx.route.charge.usage))
+  // Only requests decided by the shared store are post-charged (or settled) there. A tunnel has
+  // no cost header, and its frames are not read: on a route that reads usage it costs max_cost.
+  if (!decision || decision.degraded) return handler;
+  // An AI request's reservation is settled to its usage (a WebSocket never reaches one: its
+  // handshake is a GET, which passes an AI route unread).
+  if (ctx.ai && !tunnelled)
+    return new SettleReservation(handler, env, ctx, ctx.ai, decision, budgetReporter(env, ctx, decision));
+  if (!tunnelled || ctx.route.charge.usage)
     handler = new ChargeReported(handler, env, ctx, decision, budgetReporter(env, ctx, decision), tunnelled);
   return handler;
 }

@@ -60,6 +60,8 @@ export interface ForwardRequest {
   path: string;
   headers: string[];
   withBody: boolean;
+  /** The body, read already (an AI route's): sent from memory, and again on a retry. */
+  body?: Buffer | undefined;
   /** Added to the client response (rate-limit headers, request id). */
   responseHeaders: Record<string, string>;
   /** Largest request body in bytes, counted while streaming (route max_body). */
@@ -324,7 +326,8 @@ export function streamUpstream(f: ForwardRequest): void {
     if (attempt > 1) f.targets.retried("failure");
     // A response head came (and went to the handlers, perhaps to the client): never again.
     if (!why || status !== 0 || tooLarge || retriesLeft === 0) return false;
-    const bodyRead = f.withBody && (f.req.readableDidRead || f.req.destroyed);
+    // A body held in memory can be sent again; one streamed from the client cannot.
+    const bodyRead = f.body === undefined && f.withBody && (f.req.readableDidRead || f.req.destroyed);
     if (!mayRetry({ method: f.method, reached, bodyRead, err })) return false;
     const next = f.targets.pick(tried);
     if (!next) {
@@ -354,14 +357,16 @@ export function streamUpstream(f: ForwardRequest): void {
         headers: next.host === f.upstream.host ? f.headers : headersFor(f.headers, next),
         body: !f.withBody
           ? null
-          : f.maxBody === undefined
-            ? f.req
-            : Readable.from(
-                cappedBody(f.req, f.maxBody, () => {
-                  tooLarge = true;
-                }),
-                { objectMode: false },
-              ),
+          : f.body !== undefined
+            ? f.body
+            : f.maxBody === undefined
+              ? f.req
+              : Readable.from(
+                  cappedBody(f.req, f.maxBody, () => {
+                    tooLarge = true;
+                  }),
+                  { objectMode: false },
+                ),
         // Idle timeouts, a backstop no longer than the deadline, which bounds the whole.
         headersTimeout: f.route.timeoutMs,
         bodyTimeout: f.route.timeoutMs,

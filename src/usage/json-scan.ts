@@ -128,7 +128,6 @@ const LITERALS = [
 const KEPT_DIGITS = 15;
 /** Exponents are counted up to here: far beyond any countable value, and still exact. */
 const EXP_CAP = 1e14;
-const MAX_DIGITS = String(MAX_REPORTED_UNITS).length;
 
 // What the skip loop stops at. Everything else (the bulk of a body) is one table lookup.
 const K_QUOTE = 1;
@@ -156,7 +155,7 @@ function hexValue(c: number): number {
 
 /**
  * Reads one JSON document (call reset() for the next) and writes each counted number into
- * `values[pathId]`, replacing what was there. Values are whole numbers in [0, MAX_REPORTED_UNITS].
+ * `values[pathId]`, replacing what was there. Values are whole numbers in [0, cap].
  */
 export class JsonScanner {
   private state = TOP;
@@ -188,11 +187,15 @@ export class JsonScanner {
   /** A counted number waits here for the `,` or `}` that completes it. */
   private pendingId = -1;
   private pendingValue = 0;
+  private readonly maxDigits: number;
 
   constructor(
     private readonly tree: WatchTree,
     private readonly values: Float64Array,
+    /** The largest value recorded; a larger whole number is recorded as this. */
+    private readonly cap: number = MAX_REPORTED_UNITS,
   ) {
+    this.maxDigits = String(cap).length;
     this.stack = new Array<WatchNode>(Math.max(1, tree.depth)).fill(tree.root);
     this.nameBuf = new Uint8Array(Math.max(1, tree.longestName));
   }
@@ -533,11 +536,11 @@ export class JsonScanner {
     const exponent = this.exponentNegative ? -this.exponent : this.exponent;
     const scale = exponent - this.fractionDigits + this.trailingZeros; // value = those digits × 10^scale
     if (scale < 0) return undefined;
-    if (digits + scale > MAX_DIGITS) return MAX_REPORTED_UNITS;
-    // digits <= MAX_DIGITS < KEPT_DIGITS here, so they are all in `kept`, followed by zeros.
+    if (digits + scale > this.maxDigits) return this.cap;
+    // digits <= maxDigits < KEPT_DIGITS here, so they are all in `kept`, followed by zeros.
     const keptCount = Math.min(this.significant, KEPT_DIGITS);
     const mantissa = this.kept / 10 ** (keptCount - digits);
-    return Math.min(mantissa * 10 ** scale, MAX_REPORTED_UNITS);
+    return Math.min(mantissa * 10 ** scale, this.cap);
   }
 
   private commit(): void {

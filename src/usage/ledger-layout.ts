@@ -13,6 +13,7 @@
 
 import { type CalendarUnit, periodAt, periodId } from "../limits/calendar.js";
 import { idPart } from "../limits/keys.js";
+import { usdOf } from "../limits/units.js";
 import type { UsageBy, UsageEntry, UsagePage, UsageReport, UsageTotals } from "./ledger.js";
 
 /**
@@ -21,6 +22,9 @@ import type { UsageBy, UsageEntry, UsagePage, UsageReport, UsageTotals } from ".
  * (HINCRBY refuses past 2^63), which would then refuse every later record of that caller.
  */
 export const MAX_RECORDED_TOKENS = 1_000_000_000;
+
+/** The most micro-dollars one record adds ($1,000,000), for the same reason. */
+export const MAX_RECORDED_MICROS = 1_000_000_000_000;
 
 /** The most callers `list` returns; `listPage` walks any number. */
 export const USAGE_LIST_MAX = 10_000;
@@ -98,6 +102,11 @@ export function requestsField(limit: string): string {
   return `${limit}\trequests`;
 }
 
+/** What a budget's priced requests cost, in micro-dollars (a whole number: HINCRBY). */
+export function usdField(limit: string): string {
+  return `${limit}\tusd_micros`;
+}
+
 /** A period a record counts in: its id and when its data may go (its end plus the retention). */
 export interface RecordPeriod {
   id: string;
@@ -121,6 +130,8 @@ export interface Recordable {
   labels: string[];
   limits: string[];
   tokens: number;
+  /** Micro-dollars, a whole number ≥ 0 (0: not priced). */
+  usdMicros: number;
   atMs: number;
 }
 
@@ -143,7 +154,9 @@ export function recordable(entry: UsageEntry): Recordable | { error: string } {
   const limits = [...new Set(entry.limits)].filter((name) => LIMIT_FIELD.test(name));
   const t = entry.tokens;
   const tokens = Number.isFinite(t) && t > 0 ? Math.min(Math.floor(t), MAX_RECORDED_TOKENS) : 0;
-  return { labels, limits, tokens, atMs: entry.atMs };
+  const u = entry.usdMicros ?? 0;
+  const usdMicros = Number.isFinite(u) && u > 0 ? Math.min(Math.ceil(u), MAX_RECORDED_MICROS) : 0;
+  return { labels, limits, tokens, usdMicros, atMs: entry.atMs };
 }
 
 /** A report from a caller's hash: limits by name, sorted; fields of another shape are skipped. */
@@ -157,7 +170,7 @@ export function reportOf(
     const tab = field.lastIndexOf("\t");
     if (tab <= 0) continue;
     const kind = field.slice(tab + 1);
-    if (kind !== "tokens" && kind !== "requests") continue;
+    if (kind !== "tokens" && kind !== "requests" && kind !== "usd_micros") continue;
     const name = field.slice(0, tab);
     let totals = byLimit.get(name);
     if (!totals) {
@@ -165,7 +178,9 @@ export function reportOf(
       byLimit.set(name, totals);
     }
     const n = Number(value);
-    totals[kind] = Number.isFinite(n) && n > 0 ? n : 0;
+    const count = Number.isFinite(n) && n > 0 ? n : 0;
+    if (kind === "usd_micros") totals.usd = usdOf(count);
+    else totals[kind] = count;
   }
   const limits: Record<string, UsageTotals> = {};
   for (const name of [...byLimit.keys()].sort()) limits[name] = byLimit.get(name)!;

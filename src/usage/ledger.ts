@@ -22,12 +22,16 @@ export interface UsageEntry {
   limits: readonly string[];
   /** units charged to token budgets for this request (0 if none) */
   tokens: number;
+  /** what an AI request cost, in micro-dollars (absent: not priced) */
+  usdMicros?: number;
   atMs: number;
 }
 
 export interface UsageTotals {
   tokens: number;
   requests: number;
+  /** dollars, exact to the micro-dollar; present once a priced request was recorded */
+  usd?: number;
 }
 
 export interface UsageReport {

@@ -5,6 +5,7 @@
 // that a new caller's record is dropped (reported through onError) while callers already held
 // keep counting, so a flood of new callers cannot take memory or rewrite others' totals.
 import { parsePeriod } from "../limits/calendar.js";
+import { usdOf } from "../limits/units.js";
 import type {
   LedgerSettings,
   UsageBy,
@@ -41,10 +42,17 @@ export class UsageLedgerFullError extends Error {
   }
 }
 
+/** A budget's totals as held: micro-dollars, reported as dollars. */
+interface HeldTotals {
+  tokens: number;
+  requests: number;
+  usdMicros: number;
+}
+
 interface Period {
   expiresAtMs: number;
   /** Caller label → limit name → totals. */
-  callers: Map<string, Map<string, UsageTotals>>;
+  callers: Map<string, Map<string, HeldTotals>>;
 }
 
 export interface MemoryLedgerOptions {
@@ -125,7 +133,8 @@ export class MemoryLedger implements UsageLedger {
           if (totals) {
             totals.tokens += r.tokens;
             totals.requests += 1;
-          } else limits.set(name, { tokens: r.tokens, requests: 1 });
+            totals.usdMicros += r.usdMicros;
+          } else limits.set(name, { tokens: r.tokens, requests: 1, usdMicros: r.usdMicros });
         }
       }
     }
@@ -192,11 +201,14 @@ export class MemoryLedger implements UsageLedger {
   }
 }
 
-function reportOf(caller: string, period: string, limits: Map<string, UsageTotals> | undefined): UsageReport {
+function reportOf(caller: string, period: string, limits: Map<string, HeldTotals> | undefined): UsageReport {
   const out: Record<string, UsageTotals> = {};
   for (const name of [...(limits?.keys() ?? [])].sort()) {
     const totals = limits!.get(name)!;
-    out[name] = { tokens: totals.tokens, requests: totals.requests };
+    out[name] =
+      totals.usdMicros > 0
+        ? { tokens: totals.tokens, requests: totals.requests, usd: usdOf(totals.usdMicros) }
+        : { tokens: totals.tokens, requests: totals.requests };
   }
   return { caller, period, limits: out };
 }

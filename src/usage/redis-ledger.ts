@@ -33,6 +33,7 @@ import {
   USAGE_PAGE_MAX,
   UsagePeriodError,
   usageKey,
+  usdField,
 } from "./ledger-layout.js";
 
 /** How long an instance trusts that a caller is in a period's index set before adding it again. */
@@ -134,6 +135,7 @@ export class RedisLedger implements UsageLedger {
         const key = usageKey(prefix, label, period.id)!;
         for (const limit of r.limits) {
           if (r.tokens > 0) commands.push(["hincrby", key, tokensField(limit), r.tokens]);
+          if (r.usdMicros > 0) commands.push(["hincrby", key, usdField(limit), r.usdMicros]);
           commands.push(["hincrby", key, requestsField(limit), 1]);
         }
         commands.push(["pexpireat", key, period.expiresAtMs]);

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TokenBucketSpec } from "../../src/limits/spec.js";
 import { RedisStore } from "../../src/limits/stores/redis/store.js";
 import { type RedisClusterProcess, startRedisCluster } from "../support/redis-cluster.js";
+import { settlementConformance } from "./settlement-suite.js";
 import { freshKey, storeConformance } from "./suite.js";
 
 let cluster: RedisClusterProcess;
@@ -38,14 +39,16 @@ function nextInstance(): Promise<RedisStore> {
   return ready;
 }
 
-storeConformance("RedisStore on a 3-master cluster", () => ({
+const clusterHarness = () => ({
   store: nextInstance,
-  pttl: async (key) => {
+  pttl: async (key: string) => {
     const ms = await cluster.client.pttl(key);
     return ms < 0 ? null : ms;
   },
-  advance: (ms) => new Promise((r) => setTimeout(r, ms)),
-}));
+  advance: (ms: number) => new Promise<void>((r) => setTimeout(r, ms)),
+});
+storeConformance("RedisStore on a 3-master cluster", clusterHarness);
+settlementConformance("RedisStore on a 3-master cluster", clusterHarness);
 
 describe("Redis Cluster specifics", () => {
   const spec: TokenBucketSpec = { algorithm: "token_bucket", name: "c.tb", burst: 3, intervalMs: 60_000 };

@@ -1,7 +1,8 @@
 import { MemoryStore } from "../../src/limits/stores/memory.js";
-import { storeConformance } from "./suite.js";
+import { settlementConformance } from "./settlement-suite.js";
+import { type StoreHarness, storeConformance } from "./suite.js";
 
-storeConformance("MemoryStore", () => {
+const memoryHarness = (): StoreHarness => {
   let now = 1_700_000_000_000;
   // Several "instances" of the memory store must share state to model one process.
   const shared = new MemoryStore({ now: () => now, sweepIntervalMs: 0 });
@@ -12,4 +13,7 @@ storeConformance("MemoryStore", () => {
       now += ms;
     },
   };
-});
+};
+
+storeConformance("MemoryStore", memoryHarness);
+settlementConformance("MemoryStore", memoryHarness);

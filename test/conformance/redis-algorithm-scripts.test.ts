@@ -84,7 +84,8 @@ describe("the scripts dispatch each limit to its algorithm", () => {
       )) as unknown[];
       expect(decided.slice(1, 4)).toEqual([1, 1, 1]);
       expect(await remaining(key, spec, now)).toBeLessThan(full);
-      expect(await evalScript(REFUND_SCRIPT, [key], [now, algorithm.code, p1, p2, cost])).toBe(1);
+      // ARGV[1]: "" for the Redis clock, then per limit.
+      expect(await evalScript(REFUND_SCRIPT, [key], ["", now, algorithm.code, p1, p2, cost])).toBe(1);
       expect(await remaining(key, spec, now)).toBe(full);
     },
   );
@@ -96,7 +97,7 @@ describe("the scripts dispatch each limit to its algorithm", () => {
     const given = await evalScript(
       REFUND_SCRIPT,
       [unknown, bucket],
-      [now, 99, 5, 1000, 2, now, 1, 5, 1000, 2],
+      ["", now, 99, 5, 1000, 2, now, 1, 5, 1000, 2],
     );
     expect(given).toBe(1);
     expect(await env.redis.client.exists(bucket)).toBe(0);

@@ -10,19 +10,22 @@ import { MemoryStore } from "../../src/limits/stores/memory.js";
 import { CHECK_SCRIPT, sha1 } from "../../src/limits/stores/redis/scripts.js";
 import { RedisStore } from "../../src/limits/stores/redis/store.js";
 import { redisStores } from "../support/redis-stores.js";
+import { settlementConformance } from "./settlement-suite.js";
 import { freshKey, storeConformance } from "./suite.js";
 
 const env = redisStores(1000);
 const newStore = (timeoutMs?: number) => env.newStore(timeoutMs);
 
-storeConformance("RedisStore", () => ({
+const redisHarness = () => ({
   store: () => newStore(),
-  pttl: async (key) => {
+  pttl: async (key: string) => {
     const ms = await env.redis.client.pttl(key);
     return ms < 0 ? null : ms;
   },
-  advance: (ms) => new Promise((r) => setTimeout(r, ms)),
-}));
+  advance: (ms: number) => new Promise<void>((r) => setTimeout(r, ms)),
+});
+storeConformance("RedisStore", redisHarness);
+settlementConformance("RedisStore", redisHarness);
 
 /** One limit of each algorithm, with small random sizes, for the properties below. */
 const specArb = fc.oneof(

@@ -7,6 +7,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { Agent } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeProvider, startFakeProvider } from "../support/ai-provider.js";
 import { type GatewayProcess, metricValue, spawnGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
 import {
@@ -427,13 +428,16 @@ describe("a hostile upstream", () => {
 
 describe("config/examples/ai-endpoints.yaml", () => {
   let gw: GatewayProcess;
+  let provider: FakeProvider;
   beforeAll(async () => {
-    // As shipped, on free ports.
+    provider = await startFakeProvider();
+    // As shipped, on free ports, both upstreams the fake provider.
     const shipped = readFileSync(new URL("../../config/examples/ai-endpoints.yaml", import.meta.url), "utf8")
       .replace("listen: 0.0.0.0:8080", "listen: 127.0.0.1:0")
       .replace("listen: 127.0.0.1:9090", "listen: 127.0.0.1:0");
     gw = await spawnGateway(shipped, {
-      LLM_URL: upstream.url,
+      LLM_URL: provider.url,
+      ANTHROPIC_URL: provider.url,
       REDIS_URL: redis.url,
       ADMIN_TOKEN,
       DEV_KEY: "example-dev-key",
@@ -441,43 +445,86 @@ describe("config/examples/ai-endpoints.yaml", () => {
   });
   afterAll(async () => {
     await gw?.stop();
+    await provider?.close();
   });
-  const ask = (stream: boolean, tokens: string) =>
-    readStream(gw.url, {
-      path: "/v1/chat/completions",
-      keepBody: true,
-      headers: { "x-api-key": "example-dev-key", "x-model": "gpt-4o-mini", "x-test-tokens": tokens },
-      body: { model: "gpt-4o-mini", stream, stream_options: { include_usage: true }, messages: [] },
+  const post = (path: string, body: Record<string, unknown>, method = "POST") =>
+    send(gw.url, {
+      method,
+      path,
+      headers: { "x-api-key": "example-dev-key", "content-type": "application/json" },
+      body: JSON.stringify(body),
     });
+  const spent = async () =>
+    (await admin(gw, `/admin/usage/tenant:dev?period=${thisMonth()}`)).json<{
+      limits: Record<string, { tokens: number; requests: number; usd?: number }>;
+    }>().limits["team.tenant"];
 
-  it("a stream's tokens are charged to the tenant's monthly budget and show in the usage API", async () => {
-    const streamed = await ask(true, "120,380");
-    expect(streamed.status).toBe(200);
-    expect(streamed.complete).toBe(true);
-    // The provider never sees tollgate's key.
-    expect(upstream.exchanges.at(-1)!.headers["x-api-key"]).toBeUndefined();
-    const next = await ask(false, "120,380");
-    expect(next.headers.ratelimit).toContain(`"team.tenant";r=${100_000 - 500 - 1};`);
-    const tokens = async () =>
-      (await admin(gw, `/admin/usage/tenant:dev?period=${thisMonth()}`)).json<{
-        limits: Record<string, { tokens: number }>;
-      }>().limits["team.tenant"]?.tokens;
-    expect(await settles(tokens, 1000)).toBe(1000);
+  it("meters every completion endpoint OpenAI, LiteLLM, vLLM, Azure-style and Anthropic-style servers serve, and refuses what it cannot price", async () => {
+    provider.behave = () => ({ prompt: 30, completion: 3000 });
+    const model = "gpt-4o-mini";
+    const chat = { model, max_tokens: 3000, messages: [{ role: "user", content: "x" }] };
+    const completion = { model, max_tokens: 3000, prompt: "x" };
+    const metered: [string, Record<string, unknown>][] = [
+      ["/v1/chat/completions", chat],
+      ["/chat/completions", chat], // LiteLLM without /v1
+      ["/v1/completions", completion], // vLLM
+      ["/openai/deployments/prod-4o/chat/completions", chat], // Azure style
+      ["/engines/davinci/completions", completion], // legacy OpenAI
+      [
+        "/v1/messages",
+        { model: "claude-sonnet-4-5", max_tokens: 3000, messages: [{ role: "user", content: "x" }] },
+      ],
+    ];
+    let expected = 0;
+    let requests = 0;
+    for (const [path, body] of metered) {
+      const before = provider.requests.length;
+      const reply = await post(path, body);
+      expect(reply.status, `${path}: ${reply.body}`).toBe(200);
+      expect(provider.requests.length, path).toBe(before + 1);
+      // gpt-4o-mini*: $0.15 in, $0.60 out; claude-sonnet-4*: $3 in, $15 out (per million).
+      const [input, output] = path.endsWith("/messages") ? [3_000_000, 15_000_000] : [150_000, 600_000];
+      expected += Math.ceil((30 * input + 3000 * output) / 1_000_000);
+      // Each one settled, and recorded under the tenant's money budget.
+      expect(await settles(async () => (await spent())?.requests, ++requests)).toBe(requests);
+    }
+    expect(Math.round((await spent())!.usd! * 1_000_000)).toBe(expected);
+    // What it cannot price is refused, and never forwarded.
+    const before = provider.requests.length;
+    const put = await post("/v1/chat/completions", chat, "PUT");
+    expect(put.status).toBe(405);
+    expect(put.headers.allow).toBe("POST");
+    expect((await post("/v1/images/generations", { prompt: "a cat" })).status).toBe(404);
+    expect((await post("/api/chat", chat)).status).toBe(404); // Ollama's native API
+    expect((await post("/messages", chat)).status).toBe(404);
+    expect(provider.requests.length).toBe(before);
   });
 
-  it("a 429 from the spent budget: its RateLimit headers say when it resets, as Retry-After does", async () => {
-    // 99 000 of 100 000 spent: less than max_cost (4000) left, while team.global (a request
-    // rate) has fewer units left than the budget has tokens.
-    expect((await ask(false, "90000,8000")).status).toBe(200);
-    const denied = await ask(true, "1,1");
-    expect(denied.status).toBe(429);
-    expect(JSON.parse(denied.body)["violated-policies"]).toEqual(["team.tenant"]);
-    const reset = secondsToNextMonth();
-    expect(Math.abs(Number(denied.headers["retry-after"]) - reset)).toBeLessThanOrEqual(5);
-    // The draft headers name one limit: on a refusal, the one that refused (a client that
-    // waits RateLimit-Reset seconds must not be refused again for the same budget).
-    expect(Math.abs(Number(denied.headers["ratelimit-reset"]) - reset)).toBeLessThanOrEqual(5);
-    expect(denied.headers["ratelimit-limit"]).toBe("100000");
+  it("a caller's tokens per minute per model: clamped to what is left, then a 429 naming the limit", async () => {
+    provider.behave = () => ({ prompt: 20, completion: 4096 });
+    const sent: number[] = [];
+    let denied: Awaited<ReturnType<typeof post>> | undefined;
+    // Four completions per request (n: 4): each holds 4 × 4096 tokens, so the bucket fills in
+    // fewer requests than team.global (10/s, bursts of 20) lets through.
+    for (let i = 0; i < 12 && !denied; i++) {
+      const reply = await post("/v1/chat/completions", {
+        model: "gpt-4o",
+        max_tokens: 4096,
+        n: 4,
+        messages: [{ role: "user", content: "fill the bucket" }],
+      });
+      if (reply.status === 429) denied = reply;
+      else sent.push(provider.requests.at(-1)!.body.max_tokens as number);
+    }
+    // 100,000 tokens a minute: 6 whole requests, one lowered to what was left, then refused.
+    expect(sent.filter((t) => t === 4096)).toHaveLength(6);
+    expect(sent).toHaveLength(7);
+    expect(sent[6]).toBeLessThan(4096);
+    expect(sent[6]).toBeGreaterThanOrEqual(64);
+    expect(denied!.json()["violated-policies"]).toEqual(["team.openai"]);
+    // A token bucket refills: the wait is seconds, not the month.
+    expect(Number(denied!.headers["retry-after"])).toBeLessThanOrEqual(60);
+    expect(denied!.headers.ratelimit).toContain('"team.openai";r=');
   });
 });
 

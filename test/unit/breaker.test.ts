@@ -31,6 +31,7 @@ class ScriptedStore implements Store {
     return [];
   }
   async release(): Promise<void> {}
+  async refund(): Promise<void> {}
   async renew(): Promise<void> {}
   async peek(): Promise<ChargedLimit[]> {
     return [];

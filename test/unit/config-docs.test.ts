@@ -123,6 +123,8 @@ describe("docs/configuration.md", () => {
       "routes[].name",
       "routes[].match.path",
       "routes[].upstream",
+      "models.<name>.input",
+      "models.<name>.output",
     ]);
   });
 

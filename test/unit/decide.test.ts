@@ -73,6 +73,7 @@ describe("decide", () => {
         asked.push([caller, route]);
         return decision;
       },
+      settle: async () => ({ ok: true, charged: [] }),
       postCharge: async () => ({ ok: true, charged: [] }),
     };
     const ctx = admitted(env, "acme-key", limiter);

@@ -78,6 +78,7 @@ function failing(err: Error): LimitStore {
     check: () => Promise.reject(err),
     charge: () => Promise.reject(err),
     release: () => Promise.reject(err),
+    refund: () => Promise.reject(err),
     renew: () => Promise.reject(err),
   };
 }

@@ -17,6 +17,7 @@ const PUBLISHED: Record<ProblemCode, string> = {
   method_not_allowed: `${OWN}method-not-allowed`,
   request_timeout: `${OWN}request-timeout`,
   body_too_large: `${OWN}body-too-large`,
+  unsupported_media_type: `${OWN}unsupported-media-type`,
   quota_exceeded: `${IANA}quota-exceeded`,
   headers_too_large: `${OWN}headers-too-large`,
   internal_error: `${OWN}internal-error`,

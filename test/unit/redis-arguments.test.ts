@@ -144,14 +144,15 @@ describe("refund.lua arguments", () => {
   it("gives back the units and leases of allowed requests, at the time they were decided", () => {
     expect(refundArguments([{ checks: [bucket, slots], decision: allowed(2), at: "17.5" }])).toEqual({
       keys: [bucket.key, slots.key],
-      args: ["17.5", 1, 5, 100, 2, "17.5", 6, 2, 1000, "lease-1"],
+      // The Redis clock first (no test's now), then per limit.
+      args: ["", "17.5", 1, 5, 100, 2, "17.5", 6, 2, 1000, "lease-1"],
     });
   });
 
   it("a batched take gives back what it took; a denied request or a denying shadow limit nothing", () => {
     const batched = { ...bucket, batch: 4 };
     expect(refundArguments([{ checks: [batched], decision: allowed(1, { taken: 3 }), at: 1 }])?.args).toEqual(
-      [1, 1, 5, 100, 3],
+      ["", 1, 1, 5, 100, 3],
     );
     const denied: StoreDecision = { ...allowed(1), allowed: false };
     expect(refundArguments([{ checks: [bucket], decision: denied, at: 1 }])).toBeUndefined();
@@ -211,7 +212,7 @@ describe("a calendar window's param 2: the period starts around the time the scr
       outcomes: [{ allowed: true, remaining: 99, resetMs: 1, retryAfterMs: 0 }],
     };
     expect(
-      refundArguments([{ checks: [monthly], decision: taken, at: `${DEC_15 + 0.25}` }])?.args.slice(2, 4),
+      refundArguments([{ checks: [monthly], decision: taken, at: `${DEC_15 + 0.25}` }])?.args.slice(3, 5),
     ).toEqual([100, starts]);
   });
 });

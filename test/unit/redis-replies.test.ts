@@ -25,13 +25,28 @@ const one = (c: LimitCheck) => ({ checks: [c] });
 
 describe("parseCheckReply", () => {
   it("refuses a malformed script reply rather than allowing", () => {
-    expect(() => parseCheckReply([1, 1, 9, 100], [one(bucket)])).toThrow(/unexpected reply/);
-    expect(() => parseCheckReply("OK", [one(bucket)])).toThrow(/unexpected reply/);
-    expect(() => parseCheckReply([1, 1, "9", 100, 0], [one(bucket)])).toThrow(/integers/);
-    expect(() => parseCheckReply("OK", [one(bucket)])).toThrow(StoreReplyError);
-    expect(parseCheckReply([0, 0, 0, 200, 100, 1, 1, 4, 100, 0], [one(bucket), one(bucket)])).toEqual([
-      { allowed: false, outcomes: [{ allowed: false, remaining: 0, resetMs: 200, retryAfterMs: 100 }] },
-      { allowed: true, outcomes: [{ allowed: true, remaining: 4, resetMs: 100, retryAfterMs: 0 }] },
+    expect(() => parseCheckReply([1, 1, 9, 100], [one(bucket)], "1000")).toThrow(/unexpected reply/);
+    expect(() => parseCheckReply("OK", [one(bucket)], "1000")).toThrow(/unexpected reply/);
+    expect(() => parseCheckReply([1, 1, "9", 100, 0], [one(bucket)], "1000")).toThrow(/integers/);
+    expect(() => parseCheckReply("OK", [one(bucket)], "1000")).toThrow(StoreReplyError);
+    expect(
+      parseCheckReply(
+        [0, 0, 0, 200, 100, 1, 1, 4, 100, 0],
+        [one(bucket), { checks: [bucket], nowMs: 5 }],
+        "1000",
+      ),
+    ).toEqual([
+      {
+        allowed: false,
+        outcomes: [{ allowed: false, remaining: 0, resetMs: 200, retryAfterMs: 100 }],
+        decidedAt: "1000",
+      },
+      // A request decided at a test's time says so: a give-back finds its window by it.
+      {
+        allowed: true,
+        outcomes: [{ allowed: true, remaining: 4, resetMs: 100, retryAfterMs: 0 }],
+        decidedAt: 5,
+      },
     ]);
   });
 
@@ -39,6 +54,7 @@ describe("parseCheckReply", () => {
     const [denied, taken, delayed, none] = parseCheckReply(
       [0, 0, 0, 200, 150, 1, 1, 3, 100, 4, 1, 1, 2, 600, 400, 1, 1, 4, 100, 0],
       [one(batched), one(batched), one(leaky), one(batched)],
+      "1000",
     );
     expect(denied!.outcomes[0]).toEqual({ allowed: false, remaining: 0, resetMs: 200, retryAfterMs: 150 });
     expect(taken!.outcomes[0]).toEqual({
@@ -71,12 +87,14 @@ describe("parseCheckReply", () => {
     const decisions = parseCheckReply(
       [1, 1, 4, 100, 0, 1, 2, 100, 0, 0, 0, 0, 100, 50],
       [{ checks: [bucket, bucket] }, { checks: [bucket] }],
+      "1000",
     );
     expect(decisions.map((d) => d.outcomes.length)).toEqual([2, 1]);
     expect(decisions[0]!.outcomes[1]).toEqual({ allowed: true, remaining: 2, resetMs: 100, retryAfterMs: 0 });
     expect(decisions[1]).toEqual({
       allowed: false,
       outcomes: [{ allowed: false, remaining: 0, resetMs: 100, retryAfterMs: 50 }],
+      decidedAt: "1000",
     });
   });
 });

@@ -137,6 +137,7 @@ describe("reservations", () => {
       check: () => Promise.reject(new Error("down")),
       charge: () => Promise.reject(new Error("down")),
       release: () => Promise.resolve(),
+      refund: () => Promise.resolve(),
       renew: () => Promise.resolve(),
     };
     const reservations = new ReservationStore(failing, { now: () => T0 });
@@ -152,6 +153,7 @@ describe("reservations", () => {
       check: () => answer,
       charge: () => Promise.resolve([]),
       release: () => Promise.resolve(),
+      refund: () => Promise.resolve(),
       renew: () => Promise.resolve(),
     };
     expect(new ReservationStore(inner, { now: () => T0 }).check([onceCheck()])).toBe(answer);
@@ -176,6 +178,7 @@ describe("reservations", () => {
       },
       charge: () => Promise.resolve([]),
       release: () => Promise.resolve(),
+      refund: () => Promise.resolve(),
       renew: () => Promise.resolve(),
     };
     const reservations = new ReservationStore(inner, { now: () => T0 });

@@ -57,6 +57,7 @@ describe("the response handlers", () => {
     const env = testEnv();
     const ctx = admitted(env, {
       check: async () => decision(),
+      settle: async () => ({ ok: true, charged: [] }),
       postCharge: async () => ({ ok: true, charged: [] }),
     });
     const handler = responseHandler(env, ctx, null, false);
@@ -75,6 +76,7 @@ describe("the response handlers", () => {
     const env = testEnv();
     const ctx = admitted(env, {
       check: async () => decision(),
+      settle: async () => ({ ok: true, charged: [] }),
       postCharge: async () => ({ ok: true, charged: [] }),
     });
     const order: string[] = [];
@@ -94,6 +96,7 @@ describe("the response handlers", () => {
     const charges: [unknown, number][] = [];
     const limiter: RequestLimiter = {
       check: async () => decision(),
+      settle: async () => ({ ok: true, charged: [] }),
       postCharge: async (checks, extra) => {
         charges.push([checks, extra]);
         return { ok: true, charged: [{ remaining: 83, resetMs: 30_000 }] };
@@ -114,6 +117,7 @@ describe("the response handlers", () => {
     const env = testEnv();
     const ctx = admitted(env, {
       check: async () => decision(),
+      settle: async () => ({ ok: true, charged: [] }),
       postCharge: async () => ({ ok: false, reason: "connection" }),
     });
     await responseHandler(env, ctx, decision(), false).onResponseHead({ "tollgate-cost": "5" });
@@ -129,6 +133,7 @@ describe("the response handlers", () => {
     const env = testEnv();
     const limiter: RequestLimiter = {
       check: async () => decision(),
+      settle: async () => ({ ok: true, charged: [] }),
       postCharge: () => {
         throw new Error("post-charged");
       },

@@ -81,6 +81,7 @@ describe("what an entry records", () => {
       labels: ["client:alice", "tenant:acme"],
       limits: ["a.x", "b.y"],
       tokens: 100,
+      usdMicros: 0,
       atMs: BOUNDARY,
     });
     expect(recordable(entry({ tenant: undefined, caller: "ip:192.0.2.1" }))).toMatchObject({

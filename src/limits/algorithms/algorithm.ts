@@ -45,6 +45,21 @@ export interface Algorithm<S extends LimitSpec = LimitSpec, K extends LimitKeys 
    * limit is not debited by cost but holds a slot, and a post-charge leaves it as it is.
    */
   charge?(state: unknown, nowMs: number, spec: S, units: number): AlgorithmStep;
+  /**
+   * Gives back `units` a check took at `atMs`, as far as it still can (lua/refund.lua's step for
+   * this algorithm): into the window or bucket they were taken from, never into a later one.
+   * The new state, with the TTL to write it with (absent: the key keeps its expiry), or null
+   * (the key is deleted); undefined: nothing to give back (the state is from another window).
+   * Absent: the algorithm's units are not given back by the memory store (only budgets are
+   * settled, and the memory store never answers late).
+   */
+  refund?(
+    state: unknown,
+    atMs: number,
+    nowMs: number,
+    spec: S,
+    units: number,
+  ): { state: unknown; ttlMs?: number } | null | undefined;
   /** The most one caller can have at once (RateLimit-Limit, q=). */
   quota(spec: S): number;
   /** How long the limit takes to come back in full, in ms. */
@@ -131,7 +146,13 @@ export const RATE = {
 } as const satisfies LimitKey;
 
 export const LIMIT = {
-  schema: z.number().int().min(0).optional().describe("requests per window; 0 denies every request"),
+  schema: z
+    .number()
+    .min(0)
+    .optional()
+    .describe(
+      "requests (tokens, dollars) per window; 0 denies every request; a whole number but for unit: usd",
+    ),
   example: "100",
 } as const satisfies LimitKey;
 

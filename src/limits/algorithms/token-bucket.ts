@@ -9,6 +9,7 @@ import { z } from "zod";
 import type { Rate, WindowLength } from "../../config/units.js";
 import { formatDuration, windowLengthMs } from "../../config/units.js";
 import type { LimitOutcome, SpecBase } from "../spec.js";
+import { quantity } from "../units.js";
 import {
   type Algorithm,
   type AlgorithmStep,
@@ -150,7 +151,10 @@ export interface TokenBucketQuotaLimit extends LimitCommon {
 
 const TOKEN_BUCKET_KEYS = {
   rate: RATE,
-  burst: { schema: z.number().int().min(0).optional().describe("token bucket capacity"), example: "10" },
+  burst: {
+    schema: z.number().min(0).optional().describe("token bucket capacity; a whole number but for unit: usd"),
+    example: "10",
+  },
   limit: LIMIT,
   window: WINDOW,
   batch: {
@@ -221,10 +225,16 @@ export const tokenBucket: Algorithm<TokenBucketSpec, typeof TOKEN_BUCKET_KEYS> =
   step: tokenBucketAlgorithmStep,
   charge: (state, nowMs, spec, units) =>
     tokenBucketAlgorithmStep(state, nowMs, { ...spec, burst: Number.POSITIVE_INFINITY }, units),
+  // The TAT moves back by what the request advanced it; at or before now the bucket is full.
+  refund: (state, _atMs, nowMs, spec, units) => {
+    if (typeof state !== "number") return undefined;
+    const back = state - units * spec.intervalMs;
+    return back <= nowMs ? null : { state: back, ttlMs: tokenBucketTtlMs(back, nowMs) };
+  },
   quota: (spec) => spec.burst,
   windowMs: tokenBucketWindowMs,
   describe: (spec) =>
-    `"${spec.name}" allows ${spec.burst} ${spec.unit === "tokens" ? "tokens" : "requests"}, refilled over ${formatDuration(Math.round(tokenBucketWindowMs(spec)))}`,
+    `"${spec.name}" allows ${quantity(spec, spec.burst)}, refilled over ${formatDuration(Math.round(tokenBucketWindowMs(spec)))}`,
   // `fraction` of the burst (at least 1), refilled at `fraction` of the rate.
   localShare: (spec, fraction) => ({
     ...spec,

@@ -4,6 +4,7 @@
 import { formatDuration, isCalendarWindow, type WindowLength, windowLengthMs } from "../../config/units.js";
 import { type Calendar, periodAt, periodStarts } from "../calendar.js";
 import type { LimitOutcome, SpecBase } from "../spec.js";
+import { quantity } from "../units.js";
 import {
   type Algorithm,
   type AlgorithmStep,
@@ -260,16 +261,13 @@ export function denyEverything(name: string, window: WindowLength | undefined, t
   return spec;
 }
 
-/** "requests", or "tokens" for a token budget. */
-const unitsOf = (spec: SpecBase) => (spec.unit === "tokens" ? "tokens" : "requests");
-
 /** `"chat.monthly" allows 100000 tokens per calendar month (UTC)`, `"free.search" allows 10 requests per 1m`. */
 function describeWindow(spec: WindowSpec): string {
   const per =
     spec.calendar === undefined
       ? formatDuration(Math.round(spec.windowMs))
       : `calendar ${spec.calendar.unit} (${spec.calendar.tz})`;
-  return `"${spec.name}" allows ${spec.limit} ${unitsOf(spec)} per ${per}`;
+  return `"${spec.name}" allows ${quantity(spec, spec.limit)} per ${per}`;
 }
 
 const WINDOW_KEYS = { limit: LIMIT, window: WINDOW } as const;
@@ -282,6 +280,7 @@ function windowAlgorithm<S>(
   algorithm: WindowSpec["algorithm"],
   code: number,
   step: (state: S | null, nowMs: number, spec: WindowSpec, cost: number, keep?: number) => WindowStep<S>,
+  refund?: (state: S, atMs: number, spec: WindowSpec, units: number) => S | undefined,
 ): Algorithm<WindowSpec, typeof WINDOW_KEYS> {
   const run = (
     state: unknown,
@@ -306,6 +305,16 @@ function windowAlgorithm<S>(
     // A log keeps only the newest `limit` units, however many are charged (as windows.lua).
     charge: (state, nowMs, spec, units) =>
       run(state, nowMs, { ...spec, limit: Number.POSITIVE_INFINITY }, units, spec.limit),
+    // A window's refund rewrites its count and keeps its expiry (lua/windows.lua).
+    ...(refund === undefined
+      ? {}
+      : {
+          refund: (state: unknown, atMs: number, _nowMs: number, spec: WindowSpec, units: number) => {
+            if (state === null || state === undefined) return undefined;
+            const next = refund(state as S, atMs, spec, units);
+            return next === undefined ? undefined : { state: next };
+          },
+        }),
     quota: (spec) => spec.limit,
     windowMs: (spec) => spec.windowMs,
     describe: describeWindow,
@@ -334,10 +343,44 @@ function windowAlgorithm<S>(
   };
 }
 
-export const fixedWindow = windowAlgorithm<FixedWindowState>("fixed_window", 2, fixedWindowStep);
+/** The units go back to the window they were taken in, if it is still the current one. */
+export function fixedWindowRefund(
+  state: FixedWindowState,
+  atMs: number,
+  spec: WindowSpec,
+  units: number,
+): FixedWindowState | undefined {
+  if (state.start !== fixedWindowBounds(atMs, spec).start) return undefined;
+  return { start: state.start, count: Math.max(0, state.count - units) };
+}
+
+/**
+ * The units count in the window they were taken in: the current one, or the previous one once
+ * the state has moved on a window.
+ */
+export function slidingCounterRefund(
+  state: CounterState,
+  atMs: number,
+  spec: WindowSpec,
+  units: number,
+): CounterState | undefined {
+  const start = Math.floor(atMs / spec.windowMs) * spec.windowMs;
+  if (state.start === start) return { start, prev: state.prev, cur: Math.max(0, state.cur - units) };
+  if (state.start === start + spec.windowMs)
+    return { start: state.start, prev: Math.max(0, state.prev - units), cur: state.cur };
+  return undefined;
+}
+
+export const fixedWindow = windowAlgorithm<FixedWindowState>(
+  "fixed_window",
+  2,
+  fixedWindowStep,
+  fixedWindowRefund,
+);
 export const slidingWindow = windowAlgorithm<number[]>("sliding_window", 3, slidingWindowStep);
 export const slidingWindowCounter = windowAlgorithm<CounterState>(
   "sliding_window_counter",
   4,
   slidingCounterStep,
+  slidingCounterRefund,
 );

@@ -12,6 +12,16 @@ export interface Lease {
   leaseMs: number;
 }
 
+/**
+ * Units a check took that go back (an AI request's reservation beyond what it used): into the
+ * window or bucket the check took them from, as decided `at` (StoreDecision.decidedAt).
+ */
+export interface GiveBack {
+  check: LimitCheck;
+  units: number;
+  at: string | number;
+}
+
 /** A limit's state as a zero-cost check sees it (after a post-charge, or read by the admin API). */
 export interface ChargedLimit {
   remaining: number;
@@ -82,6 +92,12 @@ export interface LimitStore {
   shardOf?(checks: readonly LimitCheck[]): string;
   /** Debits each check's `cost` whatever is left (post-charge); a limit may go into debt. */
   charge(checks: readonly LimitCheck[], options?: AtOptions): Promise<ChargedLimit[]>;
+  /**
+   * Gives back units checks took, as far as each still can (nothing into a window that has
+   * passed). Best effort: resolves once done, rejects when the store cannot answer (the units
+   * then stay taken, which over-counts and never over-admits).
+   */
+  refund(giveBacks: readonly GiveBack[], options?: AtOptions): Promise<void>;
   /** Gives back concurrency leases taken by `check`; on a rejection the lease expires on its own. */
   release(leases: readonly Lease[]): Promise<void>;
   /** Extends leases still held to `leaseMs` from now; released or expired leases stay gone. */

@@ -15,6 +15,7 @@ import {
   type Denial,
   type DenialBatch,
   type DenialRecord,
+  type GiveBack,
   type KeyListing,
   type Lease,
   type ListKeysBounds,
@@ -103,7 +104,7 @@ export class MemoryStore implements Store {
         if (step.outcome.allowed) this.write(c.key, step.nextState, nowMs + step.ttlMs, c.spec.algorithm);
       }
     }
-    return { allowed, outcomes: steps.map((s) => (allowed ? s.outcome : s.uncharged)) };
+    return { allowed, outcomes: steps.map((s) => (allowed ? s.outcome : s.uncharged)), decidedAt: nowMs };
   }
 
   /** A denial check.lua would record: the limits that denied (a shadow limit never does). */
@@ -207,6 +208,29 @@ export class MemoryStore implements Store {
       }
       return this.view(c, nowMs);
     });
+  }
+
+  async refund(giveBacks: readonly GiveBack[], options?: AtOptions): Promise<void> {
+    this.refundSync(giveBacks, options?.nowMs);
+  }
+
+  /** refund.lua's give-back, per limit by its algorithm's refund; the others give nothing back. */
+  refundSync(giveBacks: readonly GiveBack[], nowMs: number = this.now()): void {
+    for (const { check, units, at } of giveBacks) {
+      const refund = ALGORITHMS[check.spec.algorithm].refund;
+      if (!refund || !(units > 0)) continue;
+      const state = this.stateOf(check, nowMs);
+      if (state === null) continue;
+      const next = refund(state, Number(at), nowMs, check.spec, units);
+      if (next === undefined) continue;
+      if (next === null) {
+        this.entries.delete(check.key);
+        continue;
+      }
+      const expiresAtMs =
+        next.ttlMs === undefined ? this.entries.get(check.key)!.expiresAtMs : nowMs + next.ttlMs;
+      this.write(check.key, next.state, expiresAtMs, check.spec.algorithm);
+    }
   }
 
   async release(leases: readonly Lease[]): Promise<void> {

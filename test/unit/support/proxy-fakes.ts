@@ -58,6 +58,9 @@ export const UNUSED_LIMITER: RequestLimiter = {
   postCharge: () => {
     throw new Error("the limiter was asked");
   },
+  settle: () => {
+    throw new Error("the limiter was asked");
+  },
 };
 
 /** A request context as the pipeline builds one: counted in flight. */

@@ -4,7 +4,7 @@
 // the time its script decides at, used where no test's now is given.
 import { ALGORITHMS, isRateLimit, scriptCostArg } from "../../algorithms/index.js";
 import type { LimitCheck, LimitSpec, StoreDecision } from "../../spec.js";
-import type { Lease } from "../contract.js";
+import type { GiveBack, Lease } from "../contract.js";
 import { SHADOW_FLAG } from "./scripts.js";
 
 /** One request of a check.lua batch. */
@@ -120,7 +120,8 @@ export function refundArguments(
   taken: readonly Taken[],
 ): { keys: string[]; args: (string | number)[] } | undefined {
   const keys: string[] = [];
-  const args: (string | number)[] = [];
+  // The Redis clock decides what "now" is (refund.lua's ARGV[1]).
+  const args: (string | number)[] = [""];
   for (const t of taken) {
     if (!t.decision.allowed) continue;
     t.checks.forEach((c, i) => {
@@ -140,6 +141,26 @@ export function refundArguments(
       keys.push(c.key);
       args.push(t.at, algorithm.code, p1, p2, units);
     });
+  }
+  return keys.length === 0 ? undefined : { keys, args };
+}
+
+/**
+ * refund.lua's KEYS and ARGV for units to give back (what an AI request reserved beyond what it
+ * used), in the layout refundArguments uses; undefined when there is nothing to give.
+ */
+export function giveBackArguments(
+  giveBacks: readonly GiveBack[],
+  nowMs?: number,
+): { keys: string[]; args: (string | number)[] } | undefined {
+  const keys: string[] = [];
+  const args: (string | number)[] = [nowMs === undefined ? "" : nowMs];
+  for (const g of giveBacks) {
+    if (!isRateLimit(g.check.spec) || !(g.units > 0)) continue;
+    const algorithm = ALGORITHMS[g.check.spec.algorithm];
+    const [p1, p2] = algorithm.scriptParams(g.check.spec, Number(g.at));
+    keys.push(g.check.key);
+    args.push(g.at, algorithm.code, p1, p2, g.units);
   }
   return keys.length === 0 ? undefined : { keys, args };
 }

@@ -62,8 +62,6 @@ export class CheckBatcher {
   private readonly open = new Map<number, Batch>();
   /** Batches sent and not yet answered, per slot. */
   private readonly inFlight = new Map<number, number>();
-  /** When each part of a cross-slot request was decided, for a give-back if a later part fails. */
-  private readonly decided = new WeakMap<StoreDecision, string | number>();
   private flushScheduled = false;
 
   constructor(private readonly parts: BatcherParts) {}
@@ -88,7 +86,8 @@ export class CheckBatcher {
 
   /** When check.lua decided a part enqueued with enqueuePart, exactly as it used the time. */
   decidedAt(decision: StoreDecision): string | number | undefined {
-    return this.decided.get(decision);
+    const at = decision.decidedAt;
+    return typeof at === "string" || typeof at === "number" ? at : undefined;
   }
 
   private add(
@@ -200,7 +199,7 @@ export class CheckBatcher {
           clock.sample(header.redisMs, sentAt, receivedAt);
           // Past its deadline: nothing was written. Late or not, the requests have no decision.
           if (header.expired) throw boundary.timeout();
-          decisions = parseCheckReply(header.body, batch.items);
+          decisions = parseCheckReply(header.body, batch.items, header.clock);
         } catch (err) {
           this.settle(batch, boundary.toStoreError(err));
           return;
@@ -221,7 +220,6 @@ export class CheckBatcher {
         for (let i = 0; i < batch.items.length; i++) {
           const item = batch.items[i]!;
           const decision = decisions[i]!;
-          if (item.crossSlot) this.decided.set(decision, item.nowMs ?? header.clock);
           if (!decision.allowed && item.denial)
             this.parts.denied(item.denial, item.checks, decision, item.nowMs ?? Number(header.clock));
           item.resolve(decision);

@@ -30,6 +30,8 @@ export async function checkAcrossSlots(
   const { batcher, slots } = parts;
   const groups = slots.group(checks);
   const outcomes: LimitOutcome[] = new Array(checks.length);
+  // When each check was decided: its slot's script clock (a give-back finds its window by it).
+  const decidedAt: (string | number)[] = new Array(checks.length);
   // What the slots decided so far took: one give-back per slot (refund.lua's keys share a slot).
   const taken: Taken[] = [];
   const giveBack = () => Promise.all(taken.map((t) => batcher.refund([t])));
@@ -59,7 +61,10 @@ export async function checkAcrossSlots(
       return { allowed: false, outcomes };
     }
     const at = batcher.decidedAt(decision);
-    if (at !== undefined) taken.push({ checks: part, decision, at });
+    if (at !== undefined) {
+      taken.push({ checks: part, decision, at });
+      for (const i of indexes) decidedAt[i] = at;
+    }
   }
-  return { allowed: true, outcomes };
+  return { allowed: true, outcomes, decidedAt };
 }

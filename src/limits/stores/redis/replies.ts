@@ -84,10 +84,19 @@ function readOutcome(
 /** The requests of a batch, in the order check.lua decided them. */
 export interface CheckedRequest {
   readonly checks: readonly LimitCheck[];
+  /** The time it was decided at, when a test gave one (else the script's clock). */
+  readonly nowMs?: number | undefined;
 }
 
-/** check.lua's reply after its header: per request, allowed, then four fields per limit. */
-export function parseCheckReply(reply: unknown, requests: readonly CheckedRequest[]): StoreDecision[] {
+/**
+ * check.lua's reply after its header: per request, allowed, then four fields per limit. `clock`
+ * is the script's time (the header's), each decision's decidedAt unless its request gave one.
+ */
+export function parseCheckReply(
+  reply: unknown,
+  requests: readonly CheckedRequest[],
+  clock: string,
+): StoreDecision[] {
   let expected = 0;
   for (const r of requests) expected += 1 + r.checks.length * 4;
   if (!Array.isArray(reply) || reply.length !== expected) {
@@ -104,7 +113,7 @@ export function parseCheckReply(reply: unknown, requests: readonly CheckedReques
       outcomes.push(readOutcome(check, values[at] === 1, values[at + 1]!, values[at + 2]!, values[at + 3]!));
       at += 4;
     }
-    decisions.push({ allowed, outcomes });
+    decisions.push({ allowed, outcomes, decidedAt: r.nowMs ?? clock });
   }
   return decisions;
 }

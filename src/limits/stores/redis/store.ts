@@ -9,13 +9,14 @@ import type {
   CheckOptions,
   Denial,
   DenialBatch,
+  GiveBack,
   KeyListing,
   Lease,
   ListKeysBounds,
   Store,
 } from "../contract.js";
 import { DenialQueue, deniedLimitNames } from "../denial-queue.js";
-import { chargeArguments, peekArguments, renewArguments } from "./arguments.js";
+import { chargeArguments, giveBackArguments, peekArguments, renewArguments } from "./arguments.js";
 import { CheckBatcher } from "./batcher.js";
 import { Boundary } from "./boundary.js";
 import { localNow, ShardClocks } from "./clock.js";
@@ -137,6 +138,24 @@ export class RedisStore implements Store {
       }),
     );
     return this.boundary.boundedUntil(deadline, Promise.all(parts)).then(() => out);
+  }
+
+  /**
+   * refund.lua once per slot the give-backs fall in (a request's budgets may sit under several
+   * hash tags), within the store's timeout. Rejects when Redis does not answer: the units then
+   * stay taken.
+   */
+  refund(giveBacks: readonly GiveBack[], options?: AtOptions): Promise<void> {
+    const bySlot = this.slots.group(giveBacks.map((g) => g.check));
+    const calls: Promise<unknown>[] = [];
+    for (const indexes of bySlot.values()) {
+      const call = giveBackArguments(
+        indexes.map((i) => giveBacks[i]!),
+        options?.nowMs,
+      );
+      if (call) calls.push(this.scripts.refund(call.keys.length, ...call.keys, ...call.args));
+    }
+    return this.boundary.bounded(Promise.all(calls)).then(() => undefined);
   }
 
   /**

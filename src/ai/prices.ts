@@ -1,0 +1,127 @@
+// The price table of money budgets (`models:`): dollars per million tokens per model, compiled to
+// whole pico-dollars per token (a price of $2.50 per million is 2,500,000 pico-dollars, 2.5 µ$,
+// per token) so that a request's cost is integer arithmetic and exact to the micro-dollar.
+//
+// A request is priced by the model its body names (the upstream serves that model, whatever a
+// header claims): an exact row first, else the most specific pattern with `*` (the one with the
+// most characters besides its stars; equal ones by file order), else `default`, else none (an
+// AI route with a money budget then refuses it with a 400).
+import { microDollars } from "../limits/budget-reservation.js";
+
+/** A model's prices in pico-dollars per token. */
+export interface ModelPrice {
+  /** The row that priced it (`gpt-4o`, `gpt-4o-mini*`, `default`): logs and the admin API. */
+  readonly row: string;
+  readonly input: number;
+  readonly output: number;
+  /** Input read from the provider's prompt cache. */
+  readonly cachedInput: number;
+  /** Input written to Anthropic's prompt cache. */
+  readonly cacheWrite: number;
+}
+
+export interface PriceRow {
+  input: number;
+  output: number;
+  cached_input?: number | undefined;
+  cache_write?: number | undefined;
+}
+
+/**
+ * Whether a number as written has at most six decimals: it survives rounding to them (1.0000001
+ * and 1e-8 do not; 199.99, whose binary value is not exact, does).
+ */
+export function atMostSixDecimals(value: number): boolean {
+  return Number.isFinite(value) && Number(value.toFixed(6)) === value;
+}
+
+/** Pico-dollars per token for `dollarsPerMillion`, or why it cannot be one. */
+export function parsePrice(dollarsPerMillion: number): number | string {
+  if (!Number.isFinite(dollarsPerMillion) || dollarsPerMillion < 0)
+    return "a price is a number of dollars per million tokens, 0 or more";
+  if (!atMostSixDecimals(dollarsPerMillion))
+    return `${dollarsPerMillion} has more than six decimals: prices are kept to the millionth of a dollar per million tokens`;
+  const pico = Math.round(dollarsPerMillion * 1_000_000);
+  if (pico > 1e12) return "a price above $1,000,000 per million tokens is not one tollgate can hold";
+  return pico;
+}
+
+/** The table as the config writes it, compiled once per config. */
+export class PriceTable {
+  private readonly exact = new Map<string, ModelPrice>();
+  private readonly patterns: { regex: RegExp; weight: number; price: ModelPrice }[] = [];
+  private readonly fallback: ModelPrice | undefined;
+
+  constructor(rows: Readonly<Record<string, PriceRow>>) {
+    let fallback: ModelPrice | undefined;
+    for (const [name, row] of Object.entries(rows)) {
+      const price = compileRow(name, row);
+      if (name === "default") fallback = price;
+      else if (name.includes("*"))
+        this.patterns.push({ regex: globRegex(name), weight: name.replaceAll("*", "").length, price });
+      else this.exact.set(name, price);
+    }
+    // Most specific first; the sort is stable, so equal weights keep the file's order.
+    this.patterns.sort((a, b) => b.weight - a.weight);
+    this.fallback = fallback;
+  }
+
+  /** The prices of `model` (undefined: the body named none), or undefined when no row prices it. */
+  priceOf(model: string | undefined): ModelPrice | undefined {
+    if (model !== undefined) {
+      const exact = this.exact.get(model);
+      if (exact) return exact;
+      for (const p of this.patterns) if (p.regex.test(model)) return p.price;
+    }
+    return this.fallback;
+  }
+}
+
+function compileRow(name: string, row: PriceRow): ModelPrice {
+  const pico = (dollars: number) => {
+    const parsed = parsePrice(dollars);
+    // The config checks refuse such a price; a table built without them must not guess.
+    if (typeof parsed === "string") throw new Error(`models.${name}: ${parsed}`);
+    return parsed;
+  };
+  const input = pico(row.input);
+  return {
+    row: name,
+    input,
+    output: pico(row.output),
+    cachedInput: row.cached_input === undefined ? input : pico(row.cached_input),
+    cacheWrite: row.cache_write === undefined ? input : pico(row.cache_write),
+  };
+}
+
+/** `gpt-4o*` as a whole-string match, every other character literal. */
+function globRegex(pattern: string): RegExp {
+  const escaped = pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replaceAll("*", ".*");
+  return new RegExp(`^${escaped}$`, "s");
+}
+
+/** What an answer used, by kind, as an AI route's format reports it (usage/ai-usage.ts). */
+export interface ReportedUsage {
+  /** Input tokens read at the full input price (uncached). */
+  input: number;
+  /** Input tokens read from the prompt cache. */
+  cachedInput: number;
+  /** Input tokens written to the prompt cache. */
+  cacheWrite: number;
+  output: number;
+}
+
+/** Every token of a usage: what a token budget is charged. */
+export function totalTokens(u: ReportedUsage): number {
+  return u.input + u.cachedInput + u.cacheWrite + u.output;
+}
+
+/** What a usage costs at `price`, in micro-dollars, rounded up once. */
+export function usageMicroDollars(u: ReportedUsage, price: ModelPrice): number {
+  return microDollars([
+    [u.input, price.input],
+    [u.cachedInput, price.cachedInput],
+    [u.cacheWrite, price.cacheWrite],
+    [u.output, price.output],
+  ]);
+}

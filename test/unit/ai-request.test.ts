@@ -1,0 +1,216 @@
+// An AI route's request body, read (src/ai/request.ts): what it asks for, refused with a reason
+// when it cannot be read the way every upstream reads it, and the body forwarded with the
+// reservation's ceiling and a stream's usage asked for, every other byte as the client sent it.
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { OPERATIONS } from "../../src/ai/operations.js";
+import { ANTHROPIC_TOOLS_TOKENS, forwardedBody, parseAiRequest } from "../../src/ai/request.js";
+import { outputCeiling, reservationOf } from "../../src/ai/reserve.js";
+import type { AiSettings } from "../../src/ai/settings.js";
+
+const op = (format: keyof typeof OPERATIONS, name: string) =>
+  OPERATIONS[format].find((o) => o.name === name)!;
+const CHAT = op("openai", "chat");
+const COMPLETION = op("openai", "completion");
+const MESSAGE = op("anthropic", "message");
+const RESPONSE = op("responses", "response");
+
+const settings = (over: Partial<AiSettings> = {}): AiSettings => ({
+  format: "openai",
+  maxOutput: 4096,
+  clamp: false,
+  minOutput: 16,
+  outputField: "max_completion_tokens",
+  imageTokens: 1600,
+  ...over,
+});
+
+const parse = (body: string, operation = CHAT, s = settings()) =>
+  parseAiRequest(Buffer.from(body), operation, s);
+const ok = (body: string, operation = CHAT, s = settings()) => {
+  const r = parse(body, operation, s);
+  if (!r.ok) throw new Error(r.detail);
+  return r.request;
+};
+
+describe("parseAiRequest", () => {
+  it("reads the model, the ceiling, the choices and the stream flag", () => {
+    const r = ok(
+      '{"model":"gpt-4o","stream":true,"n":3,"max_tokens":50,"max_completion_tokens":70,"messages":[]}',
+    );
+    expect(r).toMatchObject({ model: "gpt-4o", stream: true, ceiling: 70, choices: 3 });
+    // best_of generates that many completions, whatever n says.
+    expect(ok('{"prompt":"x","best_of":5,"n":2,"max_tokens":10}', COMPLETION).choices).toBe(5);
+    expect(ok('{"max_tokens":null,"n":null,"messages":[]}')).toMatchObject({
+      ceiling: undefined,
+      choices: 1,
+    });
+  });
+
+  it("refuses what upstreams would read differently, saying why", () => {
+    expect(parse("[1,2]")).toEqual({ ok: false, detail: expect.stringMatching(/must be a JSON object/) });
+    expect(parse('{"model":1}')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/"model" must be a string/),
+    });
+    expect(parse('{"stream":"true"}')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/true or false/),
+    });
+    expect(parse('{"max_tokens":1.5}')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/whole number/),
+    });
+    expect(parse('{"max_tokens":0}')).toMatchObject({ ok: false });
+    expect(parse('{"n":-1}')).toMatchObject({ ok: false });
+    expect(parse('{"stream_options":[1]}')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/object/),
+    });
+    expect(parse('{"model":"a","model":"b"}')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/gives "model" more than once/),
+    });
+    expect(parse('{"model":"a","mod\\u0065l":"b"}')).toMatchObject({ ok: false });
+    expect(parseAiRequest(Buffer.from([0x7b, 0xff, 0x7d]), CHAT, settings())).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/UTF-8/),
+    });
+    expect(parse('\ufeff{"model":"a"}')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/byte order mark/),
+    });
+    expect(parse('{"model":"a"')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/not valid JSON/),
+    });
+  });
+
+  it("never throws on any bytes a client sends (fuzz)", () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 200 }),
+          fc.json().map((j) => Buffer.from(j)),
+        ),
+        (bytes) => {
+          for (const o of [CHAT, COMPLETION, MESSAGE, RESPONSE]) {
+            const r = parseAiRequest(Buffer.from(bytes), o, settings());
+            if (r.ok) expect(r.request.promptBound).toBeGreaterThanOrEqual(1);
+            else expect(r.detail.length).toBeGreaterThan(0);
+          }
+        },
+      ),
+      { numRuns: 3000 },
+    );
+  });
+
+  it("bounds the prompt by the body's bytes, an image by image_tokens instead of its bytes", () => {
+    const text = '{"model":"m","messages":[{"role":"user","content":"hello"}]}';
+    expect(ok(text).promptBound).toBe(Buffer.byteLength(text));
+    const image = `data:image/png;base64,${"A".repeat(100_000)}`;
+    const withImage = JSON.stringify({
+      model: "m",
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "image_url", image_url: { url: image } },
+            { type: "text", text: "?" },
+          ],
+        },
+      ],
+    });
+    const r = ok(withImage);
+    expect(r.images).toBe(1);
+    // The part's strings (its type, the data URL) are counted as the image, not as text.
+    expect(r.promptBound).toBe(Buffer.byteLength(withImage) - Buffer.byteLength(`image_url${image}`) + 1600);
+    // Anthropic's images (base64 or by URL) and its tools' system prompt.
+    const anthropic = JSON.stringify({
+      model: "claude",
+      max_tokens: 10,
+      tools: [{ name: "t", input_schema: { type: "object" } }],
+      messages: [
+        { role: "user", content: [{ type: "image", source: { type: "url", url: "https://x/y.png" } }] },
+      ],
+    });
+    const a = ok(anthropic, MESSAGE, settings({ format: "anthropic" }));
+    expect(a.images).toBe(1);
+    expect(a.promptBound).toBe(
+      Buffer.byteLength(anthropic) -
+        Buffer.byteLength("imageurlhttps://x/y.png") +
+        1600 +
+        ANTHROPIC_TOOLS_TOKENS,
+    );
+  });
+});
+
+describe("the ceiling and the forwarded body", () => {
+  it("holds a request to max_output, and writes it where none is named", () => {
+    const s = settings({ maxOutput: 1000 });
+    expect(outputCeiling(ok('{"max_tokens":5000}'), s)).toBe(1000);
+    expect(outputCeiling(ok('{"max_tokens":500}'), s)).toBe(500);
+    expect(outputCeiling(ok("{}"), s)).toBe(1000);
+    const none = ok('{"model":"m", "messages":[]}');
+    expect(forwardedBody(none, 1000, s).toString()).toBe(
+      '{"model":"m", "messages":[],"max_completion_tokens":1000}',
+    );
+    expect(forwardedBody(none, 1000, settings({ outputField: "max_tokens" })).toString()).toContain(
+      '"max_tokens":1000',
+    );
+    expect(forwardedBody(ok('{"prompt":"x"}', COMPLETION), 16, s).toString()).toBe(
+      '{"prompt":"x","max_tokens":16}',
+    );
+    expect(forwardedBody(ok('{"max_tokens":null}', MESSAGE), 9, s).toString()).toBe('{"max_tokens":9}');
+    expect(forwardedBody(ok("{}", RESPONSE), 9, s).toString()).toBe('{"max_output_tokens":9}');
+  });
+
+  it("lowers every ceiling field above the output, and leaves the rest of the body's bytes alone", () => {
+    const text = '{ "seed": 12345678901234567890, "max_tokens": 8000, "max_completion_tokens": 300 }';
+    const out = forwardedBody(ok(text), 500, settings()).toString();
+    expect(out).toBe('{ "seed": 12345678901234567890, "max_tokens": 500, "max_completion_tokens": 300 }');
+    const same = ok('{"max_tokens": 100}');
+    expect(forwardedBody(same, 500, settings())).toBe(same.bytes);
+  });
+
+  it("asks an OpenAI stream for its usage, keeping the client's other stream options", () => {
+    expect(forwardedBody(ok('{"stream":true,"max_tokens":5}'), 5, settings()).toString()).toBe(
+      '{"stream":true,"max_tokens":5,"stream_options":{"include_usage":true}}',
+    );
+    expect(
+      forwardedBody(
+        ok('{"stream":true,"max_tokens":5,"stream_options":{"include_usage":false,"x":1}}'),
+        5,
+        settings(),
+      ).toString(),
+    ).toBe('{"stream":true,"max_tokens":5,"stream_options":{"include_usage":true,"x":1}}');
+    // Not a stream, or a format that always reports: untouched.
+    const plain = ok('{"max_tokens":5}');
+    expect(forwardedBody(plain, 5, settings())).toBe(plain.bytes);
+    const anthropic = ok('{"stream":true,"max_tokens":5}', MESSAGE);
+    expect(forwardedBody(anthropic, 5, settings())).toBe(anthropic.bytes);
+  });
+});
+
+describe("reservationOf", () => {
+  it("reserves the prompt's bound and the output per choice, at the dearest input price", () => {
+    const r = ok('{"model":"m","n":2,"max_tokens":100,"messages":[]}');
+    const price = {
+      row: "m",
+      input: 2_500_000,
+      output: 10_000_000,
+      cachedInput: 1_250_000,
+      cacheWrite: 3_000_000,
+    };
+    expect(reservationOf(r, settings({ clamp: true, minOutput: 16 }), price)).toEqual({
+      output: 100,
+      choices: 2,
+      minOutput: 16,
+      input: r.promptBound,
+      inputPico: 3_000_000,
+      outputPico: 10_000_000,
+    });
+    const free = ok("{}", op("anthropic", "count"));
+    expect(reservationOf(free, settings(), price)).toMatchObject({ output: 0, input: 0 });
+  });
+});
