@@ -17,6 +17,11 @@ export interface AiOperation {
   readonly ceilingFields: readonly string[];
   /** Where a ceiling is written when the request gives none (by the route's ai.output_field for chat). */
   readonly writeField: string | undefined;
+  /**
+   * The ceiling the API applies to a request that gives none, when it has one (legacy
+   * completions: 16 tokens): the request is held to it, not raised to ai.max_output.
+   */
+  readonly defaultCeiling?: number;
   /** The fields that multiply its output (`n`, `best_of`): the largest is the completions generated. */
   readonly choiceFields: readonly string[];
   /** A stream reports its usage only when asked (`stream_options.include_usage`): the gateway asks. */
@@ -41,6 +46,8 @@ const COMPLETION = op({
   suffix: "/completions",
   ceilingFields: ["max_tokens"],
   writeField: "max_tokens",
+  // OpenAI's and vLLM's default for /v1/completions.
+  defaultCeiling: 16,
   choiceFields: ["n", "best_of"],
   asksForUsage: true,
   free: false,

@@ -7,13 +7,15 @@ import type { AiSettings } from "./settings.js";
 
 /**
  * The output per completion the request is held to: what it asks for, at most ai.max_output,
- * and ai.max_output when it asks for nothing. Undefined for an operation without output, and
+ * and ai.max_output when it asks for nothing (or the API's own default where it has one: legacy
+ * completions are 16 tokens). Undefined for an operation without output, and
  * for a request that names none on a route without max_output (no budget applies there: the
  * checks require max_output where one does).
  */
 export function outputCeiling(request: AiRequest, settings: AiSettings): number | undefined {
   if (request.operation.ceilingFields.length === 0) return undefined;
-  const asked = request.ceiling;
+  // A request that names none gets what its API would give it, if the API says.
+  const asked = request.ceiling ?? request.operation.defaultCeiling;
   const cap = settings.maxOutput;
   if (asked === undefined) return cap;
   return cap === undefined ? asked : Math.min(asked, cap);

@@ -215,6 +215,11 @@ export class Gateway {
     return this.generations.reload(trigger);
   }
 
+  /** Requests being served right now (a graceful stop waits for them). */
+  get requestsInFlight(): number {
+    return this.inFlight.count;
+  }
+
   get currentRuntime(): Runtime {
     return this.generations.current.runtime;
   }

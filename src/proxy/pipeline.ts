@@ -9,6 +9,7 @@ import { closeAfterAnswer } from "../http/unread-body.js";
 import type { AllowedDecision, LimitDecision } from "../limits/decision.js";
 import { type Admission, admit } from "./admit.js";
 import { type AiBodyResult, readAiBody } from "./ai-body.js";
+import { budgetReporter } from "./budget-usage.js";
 import {
   type Admitted,
   type Clock,
@@ -23,6 +24,7 @@ import { checkFailed, decide, observeCheck, recordDecision } from "./decide.js";
 import { forward } from "./forward.js";
 import { complete, failed, refuse, roundMs, tooMany, unavailable } from "./respond.js";
 import { releaseLeases } from "./response-handlers.js";
+import { releaseUnforwarded } from "./settle.js";
 import { isWebSocketUpgrade, serveWithoutUpgrade, watchHandshake } from "./upgrade.js";
 import type { UpstreamPools } from "./upstreams.js";
 
@@ -174,6 +176,8 @@ export function createPipeline(deps: PipelineDeps) {
       ctx.queuedMs = roundMs(env.clock.monotonic() - queuedAt);
       ctx.status = 499;
       if (decision.release) releaseLeases(env, ctx, decision.release);
+      // An AI request's reservation goes back: it was never forwarded.
+      releaseUnforwarded(env, ctx, decision, budgetReporter(env, ctx, decision));
       complete(env, ctx);
     };
     const timer = setTimeout(() => {

@@ -62,7 +62,7 @@ export class SettleReservation implements ForwardHandler {
     this.meter?.write(chunk);
   }
 
-  onResponseEnd(): Promise<unknown> | null {
+  onResponseEnd(_trailers?: IncomingHttpHeaders): Promise<unknown> | null {
     if (this.settled) return null;
     this.settled = true;
     const usage = this.meter?.usage();
@@ -74,11 +74,10 @@ export class SettleReservation implements ForwardHandler {
   onDone(result: ForwardResult): void {
     if (!this.settled) {
       this.settled = true;
-      // No head came: an upstream that refused the connection, or never gave one, generated
-      // nothing. One that took the request and then failed, timed out or lost its client may
-      // have, and is paid by the reservation.
-      const neverReached =
-        this.status === 0 && (result.failure === "refused" || result.failure === "connect_timeout");
+      // No head came: a request that never left the gateway (the client left first, no
+      // connection was made) generated nothing. One the upstream took, and then failed on,
+      // timed out on or lost its client during, may have: the reservation pays for it.
+      const neverReached = this.status === 0 && result.reached === false;
       void this.settle(neverReached ? { kind: "released" } : { kind: "kept", why: "cut_short" });
     }
     this.next.onDone(result);
@@ -149,6 +148,24 @@ export class SettleReservation implements ForwardHandler {
     }
   }
 }
+
+/**
+ * An AI request admitted and never forwarded (its client left while a leaky bucket held it):
+ * nothing was generated, so its reservation goes back but for the route's cost.
+ */
+export function releaseUnforwarded(
+  env: HandlerEnv,
+  ctx: Admitted,
+  decision: AllowedDecision,
+  onCharged?: (result: ChargeResult) => void,
+): void {
+  if (!ctx.ai || decision.degraded) return;
+  const settle = new SettleReservation(NOTHING, env, ctx, ctx.ai, decision, onCharged);
+  settle.onDone({ status: 499, clientGone: true, reached: false });
+}
+
+/** The end of a chain that has nothing after it. */
+const NOTHING: ForwardHandler = { onResponseHead: () => null, onDone: () => {} };
 
 function headerText(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;

@@ -18,6 +18,12 @@ export interface ForwardResult {
   failure?: UpstreamFailure;
   /** The client went away before the response was complete. */
   clientGone?: boolean;
+  /**
+   * Some attempt got a connection and began sending the request (undici's onRequestStart): the
+   * upstream may have it. False: it never left the gateway (the client left first, or no
+   * connection was made), so nothing was generated.
+   */
+  reached?: boolean;
 }
 
 /**
@@ -156,8 +162,10 @@ export function streamUpstream(f: ForwardRequest): void {
     if (done) return;
     done = true;
     deadline.clear();
+    result.reached = everReached;
     f.handler.onDone(result);
   };
+  let everReached = false;
   // The route's deadline and connect wait abort the exchange like any upstream failure. Before
   // undici has handed the request a connection there is nothing to abort yet: the client is
   // answered now, and the request is aborted, unsent, when it gets one.
@@ -218,6 +226,7 @@ export function streamUpstream(f: ForwardRequest): void {
     onRequestStart(c) {
       controller = c;
       reached = true;
+      everReached = true;
       deadline.connected();
       if (abandoned) c.abort(abandoned);
       else if (res.destroyed) c.abort(new ClientGoneError());

@@ -239,3 +239,43 @@ describe("DenyCacheStore (the cache as a store decorator)", () => {
     await cached.close();
   });
 });
+
+describe("deny cache and budgets that are given back", () => {
+  const budget: LimitSpec = {
+    algorithm: "fixed_window",
+    name: "t.month",
+    limit: 100,
+    windowMs: 30 * 86_400_000,
+    unit: "tokens",
+  };
+  const denied = (retryAfterMs: number) => [
+    { allowed: false, remaining: 10, resetMs: retryAfterMs, retryAfterMs },
+  ];
+
+  it("keeps a budget's denial at most a second, though its window resets in a month", () => {
+    const cache = new DenyCache();
+    const check: LimitCheck = { key: "b", spec: budget, cost: 50 };
+    cache.remember([check], denied(2_000_000_000), 0);
+    expect(cache.check([check], 999)).not.toBeNull();
+    // A give-back may have made room: the store is asked again.
+    expect(cache.check([check], 1000)).toBeNull();
+    const rate: LimitSpec = { ...budget, name: "t.requests", unit: undefined };
+    cache.remember([{ key: "r", spec: rate, cost: 1 }], denied(60_000), 0);
+    expect(cache.check([{ key: "r", spec: rate, cost: 1 }], 59_999)).not.toBeNull();
+  });
+
+  it("forgets a key when a give-back passes through it", async () => {
+    const store = new MemoryStore({ sweepIntervalMs: 0, now: () => 1_000 });
+    const cached = new DenyCacheStore(store, { now: () => 1_000 });
+    const check: LimitCheck = { key: "b", spec: budget, cost: 80 };
+    const first = await cached.check([check]);
+    expect(first.allowed).toBe(true);
+    expect((await cached.check([check])).allowed).toBe(false);
+    // Denied now from the cache, without the store.
+    expect((await cached.check([check])).local).toBe(true);
+    await cached.refund([{ check, units: 70, at: first.decidedAt as number }]);
+    const after = await cached.check([check]);
+    expect(after).toMatchObject({ allowed: true });
+    await cached.close();
+  });
+});
