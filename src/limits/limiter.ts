@@ -106,7 +106,7 @@ export class Limiter {
     // A denial is written by the same store call that decides it; a request that may be lowered
     // is written only once it is refused for good.
     const first = await this.decide(planned, caller, route, checks, clamps ? undefined : record, reservation);
-    if (!clamps || first.kind !== "denied" || first.local) return first;
+    if (!clamps || first.kind !== "denied") return first;
     const output = clampedOutput(first, checks, reservation!);
     if (output === undefined) {
       this.recordRefusal(record, first);
@@ -291,10 +291,16 @@ function clampedOutput(
 ): number | undefined {
   if (denied.violated.some((v) => !isBudget(v.spec))) return undefined;
   const budgets: { unit: BudgetUnit; remaining: number }[] = [];
-  for (let i = 0; i < checks.length; i++) {
-    const unit = checks[i]!.spec.unit;
-    if (unit === undefined) continue;
-    budgets.push({ unit, remaining: denied.applied[i]!.outcome.remaining });
+  if (denied.local) {
+    // The deny cache answered: it knows only the budgets it denied (the lowered check asks the
+    // store, which decides for all of them).
+    for (const v of denied.violated) budgets.push({ unit: v.spec.unit!, remaining: v.outcome.remaining });
+  } else {
+    for (let i = 0; i < checks.length; i++) {
+      const unit = checks[i]!.spec.unit;
+      if (unit === undefined) continue;
+      budgets.push({ unit, remaining: denied.applied[i]!.outcome.remaining });
+    }
   }
   const fit = fitOutput(reservation, budgets);
   return fit !== undefined && fit < reservation.output ? fit : undefined;
