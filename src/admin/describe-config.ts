@@ -72,12 +72,25 @@ export function describeConfig(rt: Runtime) {
       cost: r.cost,
       on_failure: r.onFailure,
       max_body: r.maxBody === undefined ? null : formatSize(r.maxBody),
+      // An AI route's settings, with their defaults (docs/ai-budgets.md).
+      ai: r.ai
+        ? {
+            format: r.ai.format,
+            max_output: r.ai.maxOutput ?? null,
+            clamp: r.ai.clamp,
+            min_output: r.ai.minOutput,
+            output_field: r.ai.outputField,
+            image_tokens: r.ai.imageTokens,
+          }
+        : null,
       // The route's own limits as written (`total: { rate: 500/s, by: route }`), named <route>.<name>.
       limits: Object.fromEntries(
         Object.entries(rt.config.routes[i]?.limits ?? {}).map(([name, l]) => [name, describeLimit(l)]),
       ),
     })),
     plans: describePlans(rt.config.plans),
+    // Money budgets' prices, dollars per million tokens, as written.
+    models: rt.config.models ?? null,
     clients: rt.config.clients.map((c) => ({
       id: c.id,
       plan: c.plan,
