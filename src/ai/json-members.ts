@@ -10,9 +10,13 @@
 // the last, some parsers the first, some refuse), so such a body is refused rather than priced
 // by one copy and served by the other.
 
-/** One top-level member: its key as JSON.parse reads it, and its value's span [start, end). */
+/**
+ * One top-level member: its key as JSON.parse reads it, where its key starts, and its value's
+ * span [start, end).
+ */
 export interface JsonMember {
   readonly key: string;
+  readonly keyStart: number;
   readonly start: number;
   readonly end: number;
 }
@@ -92,6 +96,7 @@ export function objectLayout(text: string): JsonObjectLayout {
       i = skipSpace(text, i + 1);
       continue;
     }
+    const keyStart = i;
     const keyEnd = skipString(text, i);
     const raw = text.slice(i, keyEnd);
     const key = raw.includes("\\") ? (JSON.parse(raw) as string) : raw.slice(1, -1);
@@ -99,7 +104,7 @@ export function objectLayout(text: string): JsonObjectLayout {
     // The colon.
     i = skipSpace(text, i + 1);
     const end = skipValue(text, i);
-    members.push({ key, start: i, end });
+    members.push({ key, keyStart, start: i, end });
     if (seen.has(key)) duplicate ??= key;
     seen.add(key);
     i = end;
@@ -107,37 +112,63 @@ export function objectLayout(text: string): JsonObjectLayout {
   }
 }
 
-/** A member to set: its key, and its value as JSON text. */
+/** A member to set (its value as JSON text), or to remove (`json` undefined). */
 export interface MemberEdit {
   readonly key: string;
-  readonly json: string;
+  readonly json: string | undefined;
 }
 
 /**
- * `text` with each edit's member set: an existing member's value replaced in place, a new member
- * added before the closing `}`. Every byte outside the edited values stays as it was; no edits
- * gives back `text` itself. Keys must be unique in `layout` (objectLayout's `duplicate` unset).
+ * `text` with each edit applied: an existing member's value replaced in place, a new member added
+ * before the closing `}`, a removed member taken out with one comma beside it. Every byte outside
+ * the edited members stays as it was; no edits gives back `text` itself. Keys must be unique in
+ * `layout` (objectLayout's `duplicate` unset), and one edit per key.
  */
 export function withMembers(text: string, layout: JsonObjectLayout, edits: readonly MemberEdit[]): string {
   if (edits.length === 0) return text;
   const replaced: { start: number; end: number; json: string }[] = [];
+  const members = layout.members;
+  const removed = new Set<number>();
+  for (const edit of edits)
+    if (edit.json === undefined) {
+      const at = members.findIndex((m) => m.key === edit.key);
+      if (at !== -1) removed.add(at);
+    }
   let added = "";
-  let count = layout.members.length;
+  let count = members.length - removed.size;
   for (const edit of edits) {
-    const member = layout.members.find((m) => m.key === edit.key);
-    if (member) {
-      replaced.push({ start: member.start, end: member.end, json: edit.json });
+    const at = members.findIndex((m) => m.key === edit.key);
+    if (edit.json === undefined) continue;
+    if (at !== -1) {
+      replaced.push({ start: members[at]!.start, end: members[at]!.end, json: edit.json });
       continue;
     }
     added += `${count > 0 ? "," : ""}${JSON.stringify(edit.key)}:${edit.json}`;
     count++;
   }
+  // A removed member goes with the comma after it (up to the next kept member's key), or, the
+  // last kept one, with the comma before it (from the previous kept member's value).
+  if (removed.size > 0 && removed.size === members.length) {
+    // Nothing kept: the whole inside goes, whitespace before the first key and after the last value aside.
+    replaced.push({ start: members[0]!.keyStart, end: members.at(-1)!.end, json: "" });
+  } else {
+    for (const at of removed) {
+      let next = at + 1;
+      while (next < members.length && removed.has(next)) next++;
+      let previous = at - 1;
+      while (previous >= 0 && removed.has(previous)) previous--;
+      if (next < members.length)
+        replaced.push({ start: members[at]!.keyStart, end: members[next]!.keyStart, json: "" });
+      else replaced.push({ start: members[previous]!.end, end: members[at]!.end, json: "" });
+    }
+  }
   replaced.sort((a, b) => a.start - b.start);
   let out = "";
   let at = 0;
   for (const r of replaced) {
-    out += text.slice(at, r.start) + r.json;
-    at = r.end;
+    // Removals of neighbouring members overlap: each byte goes once.
+    if (r.start >= at) out += text.slice(at, r.start) + r.json;
+    at = Math.max(at, r.end);
   }
   return out + text.slice(at, layout.close) + added + text.slice(layout.close);
 }

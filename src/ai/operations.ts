@@ -11,12 +11,30 @@ export interface AiOperation {
   /** The path's end that names it, as the refusal lists it. */
   readonly suffix: string;
   /**
-   * The request fields that bound its output tokens per completion, any of which it may give
-   * (the gateway holds each to the reservation); empty: it generates no output.
+   * Every request field that bounds its output tokens per completion in some server, the API's
+   * own and the ones servers behind an OpenAI-compatible face read first (llama.cpp's
+   * `n_predict`, Text Generation Inference's `max_new_tokens`): the largest one given is what it
+   * may generate, and each is held to the reservation. Empty: it generates no output.
    */
   readonly ceilingFields: readonly string[];
-  /** Where a ceiling is written when the request gives none (by the route's ai.output_field for chat). */
+  /**
+   * The API's own ceiling fields: the forwarded body carries exactly one of them, `writeField`
+   * (OpenAI refuses both max_tokens and max_completion_tokens in one request).
+   */
+  readonly outputFields: readonly string[];
+  /** The one the forwarded body carries (undefined: the route's ai.output_field, for chat). */
   readonly writeField: string | undefined;
+  /**
+   * A field that may batch several prompts in one request (legacy completions' `prompt` as a
+   * list): each generates its own completions.
+   */
+  readonly promptsField?: string;
+  /**
+   * Fields that bring in input the body does not carry (the Responses API's
+   * `previous_response_id`, a stored `conversation` or `prompt`): such a request reserves
+   * ai.referenced_input_tokens more.
+   */
+  readonly referenceFields?: readonly string[];
   /**
    * The ceiling the API applies to a request that gives none, when it has one (legacy
    * completions: 16 tokens): the request is held to it, not raised to ai.max_output.
@@ -35,7 +53,8 @@ const op = (o: AiOperation): AiOperation => Object.freeze(o);
 const CHAT = op({
   name: "chat",
   suffix: "/chat/completions",
-  ceilingFields: ["max_completion_tokens", "max_tokens"],
+  ceilingFields: ["max_completion_tokens", "max_tokens", "n_predict", "max_new_tokens"],
+  outputFields: ["max_completion_tokens", "max_tokens"],
   writeField: undefined,
   choiceFields: ["n"],
   asksForUsage: true,
@@ -44,8 +63,10 @@ const CHAT = op({
 const COMPLETION = op({
   name: "completion",
   suffix: "/completions",
-  ceilingFields: ["max_tokens"],
+  ceilingFields: ["max_tokens", "n_predict", "max_new_tokens"],
+  outputFields: ["max_tokens"],
   writeField: "max_tokens",
+  promptsField: "prompt",
   // OpenAI's and vLLM's default for /v1/completions.
   defaultCeiling: 16,
   choiceFields: ["n", "best_of"],
@@ -56,6 +77,7 @@ const EMBEDDING = op({
   name: "embedding",
   suffix: "/embeddings",
   ceilingFields: [],
+  outputFields: [],
   writeField: undefined,
   choiceFields: [],
   asksForUsage: false,
@@ -65,7 +87,9 @@ const RESPONSE = op({
   name: "response",
   suffix: "/responses",
   ceilingFields: ["max_output_tokens"],
+  outputFields: ["max_output_tokens"],
   writeField: "max_output_tokens",
+  referenceFields: ["previous_response_id", "conversation", "prompt"],
   choiceFields: [],
   asksForUsage: false,
   free: false,
@@ -74,6 +98,7 @@ const MESSAGE = op({
   name: "message",
   suffix: "/messages",
   ceilingFields: ["max_tokens"],
+  outputFields: ["max_tokens"],
   writeField: "max_tokens",
   choiceFields: [],
   asksForUsage: false,
@@ -83,6 +108,7 @@ const COUNT = op({
   name: "count",
   suffix: "/messages/count_tokens",
   ceilingFields: [],
+  outputFields: [],
   writeField: undefined,
   choiceFields: [],
   asksForUsage: false,

@@ -2,10 +2,17 @@
 // whole pico-dollars per token (a price of $2.50 per million is 2,500,000 pico-dollars, 2.5 µ$,
 // per token) so that a request's cost is integer arithmetic and exact to the micro-dollar.
 //
-// A request is priced by the model its body names (the upstream serves that model, whatever a
-// header claims): an exact row first, else the most specific pattern with `*` (the one with the
-// most characters besides its stars; equal ones by file order), else `default`, else none (an
-// AI route with a money budget then refuses it with a 400).
+// A request is priced by the model it is served by (its body's, or its path's on Azure): an
+// exact row first, else the most specific pattern with `*` (the one with the most characters
+// besides its stars; equal ones by file order), else `default`, else none (an AI route with a
+// money budget then refuses it with a 400). A request that asks for a dearer service tier
+// (`service_tier: priority`, `scale`) is priced by a row `<model>@<tier>`, and refused without
+// one; a cheaper one (`flex`) by its own row, or the standard one. A request that sends or asks
+// for audio on a row without audio prices is refused: no dimension a client chooses goes unpriced.
+//
+// Defaults follow the providers' published ratios: cached input at the input price (OpenAI and
+// Anthropic bill less: an over-count), Anthropic's cache writes at 1.25 × input for five minutes
+// and 2 × input for an hour.
 import { microDollars } from "../limits/budget-reservation.js";
 
 /** A model's prices in pico-dollars per token. */
@@ -16,8 +23,12 @@ export interface ModelPrice {
   readonly output: number;
   /** Input read from the provider's prompt cache. */
   readonly cachedInput: number;
-  /** Input written to Anthropic's prompt cache. */
+  /** Input written to Anthropic's prompt cache for five minutes, and for an hour. */
   readonly cacheWrite: number;
+  readonly cacheWrite1h: number;
+  /** Audio in and out (OpenAI's audio models); undefined: the row prices no audio. */
+  readonly audioInput: number | undefined;
+  readonly audioOutput: number | undefined;
 }
 
 export interface PriceRow {
@@ -25,7 +36,13 @@ export interface PriceRow {
   output: number;
   cached_input?: number | undefined;
   cache_write?: number | undefined;
+  cache_write_1h?: number | undefined;
+  audio_input?: number | undefined;
+  audio_output?: number | undefined;
 }
+
+/** The service tiers that bill above the standard price: never priced as standard. */
+const DEARER_TIERS = new Set(["priority", "scale"]);
 
 /**
  * Whether a number as written has at most six decimals: it survives rounding to them (1.0000001
@@ -66,14 +83,23 @@ export class PriceTable {
     this.fallback = fallback;
   }
 
-  /** The prices of `model` (undefined: the body named none), or undefined when no row prices it. */
-  priceOf(model: string | undefined): ModelPrice | undefined {
-    if (model !== undefined) {
-      const exact = this.exact.get(model);
-      if (exact) return exact;
-      for (const p of this.patterns) if (p.regex.test(model)) return p.price;
+  /**
+   * The prices of `model` (undefined: the request named none) at `tier` (its service_tier, if any),
+   * or undefined when no row prices it.
+   */
+  priceOf(model: string | undefined, tier?: string): ModelPrice | undefined {
+    if (tier !== undefined && tier !== "auto" && tier !== "default") {
+      const tiered = model === undefined ? undefined : this.lookup(`${model}@${tier}`);
+      if (tiered || DEARER_TIERS.has(tier)) return tiered;
     }
-    return this.fallback;
+    return (model === undefined ? undefined : this.lookup(model)) ?? this.fallback;
+  }
+
+  private lookup(name: string): ModelPrice | undefined {
+    const exact = this.exact.get(name);
+    if (exact) return exact;
+    for (const p of this.patterns) if (p.regex.test(name)) return p.price;
+    return undefined;
   }
 }
 
@@ -90,7 +116,10 @@ function compileRow(name: string, row: PriceRow): ModelPrice {
     input,
     output: pico(row.output),
     cachedInput: row.cached_input === undefined ? input : pico(row.cached_input),
-    cacheWrite: row.cache_write === undefined ? input : pico(row.cache_write),
+    cacheWrite: row.cache_write === undefined ? Math.ceil(input * 1.25) : pico(row.cache_write),
+    cacheWrite1h: row.cache_write_1h === undefined ? input * 2 : pico(row.cache_write_1h),
+    audioInput: row.audio_input === undefined ? undefined : pico(row.audio_input),
+    audioOutput: row.audio_output === undefined ? undefined : pico(row.audio_output),
   };
 }
 
@@ -102,13 +131,17 @@ function globRegex(pattern: string): RegExp {
 
 /** What an answer used, by kind, as an AI route's format reports it (usage/ai-usage.ts). */
 export interface ReportedUsage {
-  /** Input tokens read at the full input price (uncached). */
+  /** Input tokens read at the full input price (uncached), audio ones among them. */
   input: number;
   /** Input tokens read from the prompt cache. */
   cachedInput: number;
-  /** Input tokens written to the prompt cache. */
+  /** Input tokens written to the prompt cache, the hour-long writes among them. */
   cacheWrite: number;
   output: number;
+  /** Of `input`, audio; of `output`, audio; of `cacheWrite`, written for an hour (0 when unreported). */
+  audioInput?: number;
+  audioOutput?: number;
+  cacheWrite1h?: number;
 }
 
 /** Every token of a usage: what a token budget is charged. */
@@ -116,12 +149,37 @@ export function totalTokens(u: ReportedUsage): number {
   return u.input + u.cachedInput + u.cacheWrite + u.output;
 }
 
-/** What a usage costs at `price`, in micro-dollars, rounded up once. */
+/**
+ * What a usage costs at `price`, in micro-dollars, rounded up once. Audio reported on a row
+ * without audio prices (the request did not say it would use any) is priced at the dearest price
+ * of the row: an over-count, never a discount.
+ */
 export function usageMicroDollars(u: ReportedUsage, price: ModelPrice): number {
+  const audioIn = Math.min(u.input, u.audioInput ?? 0);
+  const audioOut = Math.min(u.output, u.audioOutput ?? 0);
+  const hour = Math.min(u.cacheWrite, u.cacheWrite1h ?? 0);
+  const dearest = Math.max(price.input, price.output, price.cacheWrite1h);
   return microDollars([
-    [u.input, price.input],
+    [u.input - audioIn, price.input],
+    [audioIn, price.audioInput ?? dearest],
     [u.cachedInput, price.cachedInput],
-    [u.cacheWrite, price.cacheWrite],
-    [u.output, price.output],
+    [u.cacheWrite - hour, price.cacheWrite],
+    [hour, price.cacheWrite1h],
+    [u.output - audioOut, price.output],
+    [audioOut, price.audioOutput ?? dearest],
   ]);
+}
+
+/** The dearest a token of input (and of output) can be billed at this row, for a reservation. */
+export function dearestPrices(price: ModelPrice): { input: number; output: number } {
+  return {
+    input: Math.max(
+      price.input,
+      price.cachedInput,
+      price.cacheWrite,
+      price.cacheWrite1h,
+      price.audioInput ?? 0,
+    ),
+    output: Math.max(price.output, price.audioOutput ?? 0),
+  };
 }

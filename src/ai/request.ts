@@ -11,9 +11,13 @@
 // bytes per message) more than covers the few tokens a chat template adds per message. Two
 // things a body carries are not text: an image, whose tokens follow its pixel size whatever its
 // encoding (a base64 image of 1 MB is ~1,100 tokens at OpenAI's high detail; one by URL is a few
-// bytes), is counted at ai.image_tokens in place of its bytes; and Anthropic's tool use adds a
-// system prompt of its own (up to ~700 tokens for its text editor tool) when a request has tools,
-// counted at ANTHROPIC_TOOLS_TOKENS. docs/ai-budgets.md gives the bound's error, measured
+// bytes), is counted at ai.image_tokens in place of its payload (the data URL, the base64 data,
+// the URL: only where each format puts an image, a part of a message's content, and only a
+// payload an upstream reads as an image, so no text can pass for one); and Anthropic's tool use
+// adds a system prompt of its own (up to ~700 tokens for its text editor tool) when a request has
+// tools, counted at ANTHROPIC_TOOLS_TOKENS. Input the body only names (the Responses API's
+// `previous_response_id`, a stored conversation or prompt) is counted at
+// ai.referenced_input_tokens. docs/ai-budgets.md gives the bound's error, measured
 // against a tokenizer on the sample in test/fixtures/ai-prompts.json.
 import { type JsonObjectLayout, type MemberEdit, objectLayout, withMembers } from "./json-members.js";
 import type { AiOperation } from "./operations.js";
@@ -22,11 +26,8 @@ import type { AiSettings } from "./settings.js";
 /** What Anthropic adds to a request with tools: its tool-use system prompt, at most ~700 tokens. */
 export const ANTHROPIC_TOOLS_TOKENS = 1000;
 
-/** The content-part types that are images, across the formats (their strings are not text). */
-const IMAGE_PARTS = new Set(["image_url", "input_image", "image"]);
-
-/** How deep the walk for images goes: far deeper than any API's message shape. */
-const MAX_WALK_DEPTH = 64;
+/** How many prompts one request may batch (OpenAI allows 2,048 inputs in a list). */
+const MAX_PROMPTS = 10_000;
 
 export interface AiRequest {
   readonly operation: AiOperation;
@@ -34,14 +35,21 @@ export interface AiRequest {
   readonly bytes: Buffer;
   readonly text: string;
   readonly layout: JsonObjectLayout;
-  /** The top-level members (what `body:<field>` keys read). */
+  /** The top-level members, as parsed. */
   readonly fields: Readonly<Record<string, unknown>>;
+  /** What `body:<field>` keys read: the members, with `model` the request's model. */
+  readonly keyFields: Readonly<Record<string, unknown>>;
   /** `model`, when the body names one. */
   readonly model: string | undefined;
   readonly stream: boolean;
-  /** The output ceiling per completion the request asks for (the largest of its fields); undefined: none. */
+  /**
+   * The output ceiling per completion the request asks for: the largest of its ceiling fields,
+   * the vendor ones included; undefined: none.
+   */
   readonly ceiling: number | undefined;
-  /** Completions generated (`n`, `best_of`; 1 without). */
+  /** The largest of the API's own ceiling fields it gives (what it asked of the API itself). */
+  readonly ownCeiling: number | undefined;
+  /** Completions generated: `n` or `best_of`, times the prompts a batch holds (1 without). */
   readonly choices: number;
   /** An upper bound of its input tokens (see above). */
   readonly promptBound: number;
@@ -58,7 +66,19 @@ function refused(detail: string): ParsedAiRequest {
 }
 
 /** Reads `bytes` as `operation`'s request on a route of `settings`. Never throws on what a client sends. */
-export function parseAiRequest(bytes: Buffer, operation: AiOperation, settings: AiSettings): ParsedAiRequest {
+/**
+ * Reads `bytes` as `operation`'s request on a route of `settings`. `pathModel`: the model the
+ * path names (Azure's `/deployments/<d>/`, `/engines/<m>/`), which such an upstream serves
+ * whatever the body says: it is the request's model. Never throws on what a client sends.
+ */
+export function parseAiRequest(
+  bytes: Buffer,
+  operation: AiOperation,
+  settings: AiSettings,
+  pathModel?: string,
+  /** The body's shape, when the caller measured it already (jsonShape). */
+  shape?: JsonShape,
+): ParsedAiRequest {
   let text: string;
   try {
     text = UTF8.decode(bytes);
@@ -69,6 +89,8 @@ export function parseAiRequest(bytes: Buffer, operation: AiOperation, settings: 
     return refused(
       "the request body starts with a byte order mark, which JSON does not allow: send it without",
     );
+  const problem = (shape ?? jsonShape(bytes)).problem;
+  if (problem) return refused(problem);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
@@ -92,10 +114,13 @@ export function parseAiRequest(bytes: Buffer, operation: AiOperation, settings: 
     return refused('"stream" must be true or false');
 
   let ceiling: number | undefined;
+  let ownCeiling: number | undefined;
   for (const field of operation.ceilingFields) {
     const value = wholeOrNull(fields[field]);
     if (value === false) return refused(`"${field}" must be a whole number of tokens, 1 or more`);
-    if (value !== null) ceiling = Math.max(ceiling ?? 0, value);
+    if (value === null) continue;
+    ceiling = Math.max(ceiling ?? 0, value);
+    if (operation.outputFields.includes(field)) ownCeiling = Math.max(ownCeiling ?? 0, value);
   }
   let choices = 1;
   for (const field of operation.choiceFields) {
@@ -103,18 +128,36 @@ export function parseAiRequest(bytes: Buffer, operation: AiOperation, settings: 
     if (value === false) return refused(`"${field}" must be a whole number, 1 or more`);
     if (value !== null) choices = Math.max(choices, value);
   }
+  const prompts = operation.promptsField === undefined ? 1 : promptCount(fields[operation.promptsField]);
+  if (prompts > MAX_PROMPTS)
+    return refused(
+      `"${operation.promptsField}" batches more than ${MAX_PROMPTS} prompts; send fewer at once`,
+    );
+  choices *= prompts;
   if (operation.asksForUsage) {
     const options = fields.stream_options;
     if (options !== undefined && options !== null && (typeof options !== "object" || Array.isArray(options)))
       return refused('"stream_options" must be an object');
+    // Read whole by the gateway and rewritten from what it read: a key twice in it would leave
+    // the upstream reading another copy.
+    const member = layout.members.find((m) => m.key === "stream_options");
+    if (
+      member &&
+      options !== null &&
+      objectLayout(text.slice(member.start, member.end)).duplicate !== undefined
+    )
+      return refused('"stream_options" gives a key more than once; give each once');
   }
 
-  const images = imagesIn(fields);
+  const images = imagesIn(fields, settings.format);
   const tools =
     settings.format === "anthropic" && Array.isArray(fields.tools) && fields.tools.length > 0
       ? ANTHROPIC_TOOLS_TOKENS
       : 0;
-  const promptBound = bytes.length - images.bytes + images.count * settings.imageTokens + tools;
+  const referenced = operation.referenceFields?.some((f) => fields[f] !== undefined && fields[f] !== null)
+    ? settings.referencedInputTokens
+    : 0;
+  const promptBound = bytes.length - images.bytes + images.count * settings.imageTokens + tools + referenced;
   return {
     ok: true,
     request: {
@@ -123,14 +166,67 @@ export function parseAiRequest(bytes: Buffer, operation: AiOperation, settings: 
       text,
       layout,
       fields,
-      model: typeof model === "string" ? model : undefined,
+      // A path's model is the one served: the per-model limits count it, not the body's.
+      keyFields: pathModel === undefined ? fields : { ...fields, model: pathModel },
+      model: pathModel ?? (typeof model === "string" ? model : undefined),
       stream: stream === true,
       ceiling,
+      ownCeiling,
       choices,
       promptBound: Math.max(1, promptBound),
       images: images.count,
     },
   };
+}
+
+/**
+ * The most JSON values (counted by their separators and brackets) and the deepest nesting a body
+ * may have. JSON.parse builds every value: 4 MB of `[{},{},…]` is over a million objects and a
+ * gigabyte of heap, and blocks the event loop for most of a second, whoever sends it (found by an
+ * attack: sixty such bodies from one refused caller ran a gateway out of memory). A real request,
+ * token lists for embeddings included, has far fewer.
+ */
+export const MAX_JSON_VALUES = 500_000;
+export const MAX_JSON_DEPTH = 256;
+
+/** A body's JSON values (counted by separators and brackets), and why it cannot be parsed. */
+export interface JsonShape {
+  values: number;
+  problem: string | undefined;
+}
+
+/** How many values `bytes` holds, and whether too many or too deep; one pass, no allocation. */
+export function jsonShape(bytes: Uint8Array): JsonShape {
+  let values = 0;
+  let depth = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const c = bytes[i]!;
+    if (c === 0x22) {
+      // A string: to its closing quote, escapes skipped.
+      for (i++; i < bytes.length; i++) {
+        const d = bytes[i]!;
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+    } else if (c === 0x7b || c === 0x5b) {
+      values++;
+      if (++depth > MAX_JSON_DEPTH)
+        return {
+          values,
+          problem: `the request body nests deeper than ${MAX_JSON_DEPTH} levels; no API's request does`,
+        };
+    } else if (c === 0x7d || c === 0x5d) {
+      depth--;
+    } else if (c === 0x2c) {
+      values++;
+    } else continue;
+    if (values > MAX_JSON_VALUES)
+      return {
+        values,
+        problem: `the request body holds more than ${MAX_JSON_VALUES} values; send fewer (split a batch)`,
+      };
+  }
+  return { values, problem: undefined };
 }
 
 /** A whole number ≥ 1, null for absent or null (the API's default), false for anything else. */
@@ -140,65 +236,113 @@ function wholeOrNull(value: unknown): number | null | false {
 }
 
 /**
- * The image parts anywhere in the body and the UTF-8 bytes of their strings (a data: URL or a
- * base64 `data`, a URL, a detail level), which the prompt bound counts at ai.image_tokens
- * instead. The text they were parsed from is at least as long (escapes only lengthen it), so
- * taking them away never takes away bytes of anything else.
+ * How many prompts a `prompt` holds: a string or a list of token ids is one, a list of strings
+ * (or of token lists) one per entry.
  */
-function imagesIn(root: unknown): { count: number; bytes: number } {
-  let count = 0;
-  let bytes = 0;
-  const stack: { value: unknown; depth: number }[] = [{ value: root, depth: 0 }];
-  while (stack.length > 0) {
-    const { value, depth } = stack.pop()!;
-    if (value === null || typeof value !== "object" || depth > MAX_WALK_DEPTH) continue;
-    if (Array.isArray(value)) {
-      for (const v of value) stack.push({ value: v, depth: depth + 1 });
-      continue;
-    }
-    const object = value as Record<string, unknown>;
-    if (typeof object.type === "string" && IMAGE_PARTS.has(object.type)) {
-      count++;
-      bytes += stringBytes(object);
-      continue;
-    }
-    for (const key in object) stack.push({ value: object[key], depth: depth + 1 });
-  }
-  return { count, bytes };
-}
-
-/** The UTF-8 bytes of every string value inside `value`. */
-function stringBytes(value: unknown): number {
-  let total = 0;
-  const stack: unknown[] = [value];
-  let steps = 0;
-  while (stack.length > 0 && steps++ < 100_000) {
-    const v = stack.pop();
-    if (typeof v === "string") total += Buffer.byteLength(v, "utf8");
-    else if (v !== null && typeof v === "object")
-      for (const k in v) stack.push((v as Record<string, unknown>)[k]);
-  }
-  return total;
+function promptCount(prompt: unknown): number {
+  if (!Array.isArray(prompt)) return 1;
+  return prompt.every((p) => typeof p === "number") ? 1 : Math.max(1, prompt.length);
 }
 
 /**
- * The body to forward with `output` tokens per completion: every ceiling field the request gave
- * above `output` lowered to it, the route's own written in when it gave none, and a stream that
- * reports usage only when asked asked to (`stream_options.include_usage: true`). Unchanged, the
- * client's own bytes.
+ * The images of a request where its format puts them, and the UTF-8 bytes of their payloads,
+ * which the prompt bound counts at ai.image_tokens instead: a part of a message's content (and,
+ * for the Responses API, an input item or a part of its content; for Anthropic, a part of a
+ * tool result's content) whose type is the format's image type. Only the payload goes (a data
+ * URL of an image, a URL, Anthropic's base64 data of an image type), never the part's other
+ * members nor anything elsewhere: a client cannot make text count as an image, and a payload
+ * that is not an image is an error to the upstream, never tokens. The text the payloads were
+ * parsed from is at least as long (escapes only lengthen it), so taking them away never takes
+ * away bytes of anything else.
+ */
+function imagesIn(
+  fields: Readonly<Record<string, unknown>>,
+  format: AiSettings["format"],
+): {
+  count: number;
+  bytes: number;
+} {
+  const found = { count: 0, bytes: 0 };
+  const parts = (content: unknown, nested: boolean) => {
+    if (!Array.isArray(content)) return;
+    for (const part of content) {
+      const payload = imagePayload(part, format);
+      if (payload !== undefined) {
+        found.count++;
+        found.bytes += Buffer.byteLength(payload, "utf8");
+      } else if (nested && isObject(part) && part.type === "tool_result") parts(part.content, false);
+    }
+  };
+  if (format === "responses") {
+    const input = fields.input;
+    parts(input, false);
+    if (Array.isArray(input)) for (const item of input) if (isObject(item)) parts(item.content, false);
+    return found;
+  }
+  const messages = fields.messages;
+  if (Array.isArray(messages))
+    for (const m of messages) if (isObject(m)) parts(m.content, format === "anthropic");
+  return found;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === "object" && !Array.isArray(v);
+
+const DATA_IMAGE = /^data:image\/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=\s]*$/i;
+const WEB_URL = /^https?:\/\//i;
+const BASE64 = /^[A-Za-z0-9+/=\s]*$/;
+
+/** The image payload of a content part, or undefined when the part is no image this format reads. */
+function imagePayload(part: unknown, format: AiSettings["format"]): string | undefined {
+  if (!isObject(part)) return undefined;
+  const isImage = (url: unknown): url is string =>
+    typeof url === "string" && (DATA_IMAGE.test(url) || WEB_URL.test(url));
+  switch (format) {
+    case "openai": {
+      if (part.type !== "image_url") return undefined;
+      const url = isObject(part.image_url) ? part.image_url.url : part.image_url;
+      return isImage(url) ? url : undefined;
+    }
+    case "responses":
+      return part.type === "input_image" && isImage(part.image_url) ? part.image_url : undefined;
+    case "anthropic": {
+      if (part.type !== "image" || !isObject(part.source)) return undefined;
+      const source = part.source;
+      if (source.type === "url") return isImage(source.url) ? source.url : undefined;
+      const imageType = typeof source.media_type === "string" && source.media_type.startsWith("image/");
+      return source.type === "base64" &&
+        imageType &&
+        typeof source.data === "string" &&
+        BASE64.test(source.data)
+        ? source.data
+        : undefined;
+    }
+  }
+}
+
+/**
+ * The body to forward with `output` tokens per completion. It carries exactly one of the API's
+ * own ceiling fields, the one the upstream reads (the operation's, or the route's
+ * ai.output_field): at what the request asked of the API, at most `output`, or `output` when it
+ * asked nothing (the others are taken out: OpenAI refuses two). A vendor's ceiling field above
+ * `output` is lowered to it. A stream that reports usage only when asked is asked to
+ * (`stream_options.include_usage: true`). Unchanged, the client's own bytes.
  */
 export function forwardedBody(request: AiRequest, output: number | undefined, settings: AiSettings): Buffer {
   const edits: MemberEdit[] = [];
   const op = request.operation;
   if (output !== undefined && op.ceilingFields.length > 0) {
-    let named = false;
+    const target = op.writeField ?? settings.outputField;
+    const wanted = Math.min(request.ownCeiling ?? output, output);
+    if (request.fields[target] !== wanted) edits.push({ key: target, json: String(wanted) });
+    for (const field of op.outputFields)
+      if (field !== target && Object.hasOwn(request.fields, field))
+        edits.push({ key: field, json: undefined });
     for (const field of op.ceilingFields) {
+      if (op.outputFields.includes(field)) continue;
       const value = request.fields[field];
-      if (typeof value !== "number") continue;
-      named = true;
-      if (value > output) edits.push({ key: field, json: String(output) });
+      if (typeof value === "number" && value > output) edits.push({ key: field, json: String(output) });
     }
-    if (!named) edits.push({ key: op.writeField ?? settings.outputField, json: String(output) });
   }
   if (op.asksForUsage && request.stream) {
     const options = request.fields.stream_options;

@@ -1,7 +1,7 @@
 // What an AI request reserves (limits/budget-reservation.ts), from what its body asks for, its
 // route's settings and its model's prices.
 import type { BudgetReservation } from "../limits/budget-reservation.js";
-import type { ModelPrice } from "./prices.js";
+import { dearestPrices, type ModelPrice } from "./prices.js";
 import type { AiRequest } from "./request.js";
 import type { AiSettings } from "./settings.js";
 
@@ -37,7 +37,7 @@ export function reservationOf(
     input: request.promptBound,
     // The input is priced at the dearest rate any of it can be billed at: Anthropic bills cache
     // writes above plain input, so a bound at the plain rate could fall short.
-    inputPico: price ? Math.max(price.input, price.cachedInput, price.cacheWrite) : 0,
-    outputPico: price ? price.output : 0,
+    inputPico: price ? dearestPrices(price).input : 0,
+    outputPico: price ? dearestPrices(price).output : 0,
   };
 }

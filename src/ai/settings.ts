@@ -14,4 +14,6 @@ export interface AiSettings {
   outputField: "max_tokens" | "max_completion_tokens";
   /** Tokens reserved per image a request attaches (their bytes are not text). */
   imageTokens: number;
+  /** Tokens reserved for input a request only refers to (a previous response, a stored conversation). */
+  referencedInputTokens: number;
 }

@@ -93,20 +93,25 @@ export function checkAiConfig(config: CheckableConfig, add: Add, warn: Add): voi
   config.routes.forEach((route, i) => {
     if (!route) return;
     const at: PathSegment[] = ["routes", i];
-    const budgets = placed.filter(
-      (p) =>
-        p.limit.unit !== undefined &&
-        p.limit.unit !== "requests" &&
-        !p.limit.unlimited &&
-        applies(p, route.name),
-    );
+    const budgets = placed
+      .filter(
+        (p) =>
+          p.limit.unit !== undefined &&
+          p.limit.unit !== "requests" &&
+          !p.limit.unlimited &&
+          applies(p, route.name),
+      )
+      // A money budget first: the warning then says it is not charged at all.
+      .sort((a, b) => Number(b.limit.unit === "usd") - Number(a.limit.unit === "usd"));
     if (route.ai === undefined) {
       if (budgets.length > 0 && takesBodies(route)) {
         const sources = Array.isArray(route.charge) ? route.charge : [route.charge];
         if (!sources.includes("usage"))
           warn(
             at,
-            `route "${route.name}" forwards request bodies under budget ${budgetName(budgets[0]!)}, but never reads what its answers used: each request costs its cost (${route.cost}) of it, so a completion behind this route is almost free; make it an AI route (ai: { format: openai }), add charge: usage, or limit its methods to GET`,
+            budgets[0]!.limit.unit === "usd"
+              ? `route "${route.name}" forwards request bodies under money budget ${budgetName(budgets[0]!)}, which is charged only on AI routes: its requests cost nothing of it, so a completion behind this route is free; make it an AI route (ai: { format: openai }), or limit its methods to GET`
+              : `route "${route.name}" forwards request bodies under budget ${budgetName(budgets[0]!)}, but never reads what its answers used: each request costs its cost (${route.cost}) of it, so a completion behind this route is almost free; make it an AI route (ai: { format: openai }), add charge: usage, or limit its methods to GET`,
           );
       }
       return;
@@ -147,7 +152,15 @@ function budgetName(p: PlacedLimit): string {
 function checkPrices(config: CheckableConfig, add: Add): void {
   if (config.models === undefined) return;
   for (const [model, row] of Object.entries(config.models)) {
-    for (const key of ["input", "output", "cached_input", "cache_write"] as const) {
+    for (const key of [
+      "input",
+      "output",
+      "cached_input",
+      "cache_write",
+      "cache_write_1h",
+      "audio_input",
+      "audio_output",
+    ] as const) {
       const price = row[key];
       if (price === undefined) continue;
       const parsed = parsePrice(price);

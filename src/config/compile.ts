@@ -278,6 +278,7 @@ function compileAi(ai: RouteConfig["ai"]): AiSettings | undefined {
     minOutput: ai.min_output,
     outputField: ai.output_field ?? "max_completion_tokens",
     imageTokens: ai.image_tokens,
+    referencedInputTokens: ai.referenced_input_tokens,
   };
 }
 

@@ -132,7 +132,7 @@ const aiSchema = z
       .enum(["max_tokens", "max_completion_tokens"])
       .optional()
       .describe(
-        "format openai, chat completions: the field the ceiling is written in when a request names none (default max_completion_tokens; max_tokens for servers that read only that one)",
+        "format openai, chat completions: the one ceiling field the forwarded body carries, whichever the request named (default max_completion_tokens; max_tokens for servers that read only that one)",
       ),
     image_tokens: z
       .number()
@@ -141,6 +141,14 @@ const aiSchema = z
       .default(1600)
       .describe(
         "tokens reserved for each image a request attaches, in place of its bytes (an image's tokens follow its size, not its encoding): an estimate, settled to what the upstream reports (default 1600)",
+      ),
+    referenced_input_tokens: z
+      .number()
+      .int()
+      .min(0)
+      .default(128_000)
+      .describe(
+        "format responses: tokens reserved for input a request only refers to (previous_response_id, a stored conversation or prompt), which its body does not carry: an estimate, settled to what the upstream reports (default 128000)",
       ),
   })
   .describe(
@@ -173,8 +181,25 @@ const priceSchema = z.strictObject({
     .min(0)
     .optional()
     .describe(
-      "dollars per million input tokens written to Anthropic's prompt cache (cache_creation_input_tokens); default input",
+      "dollars per million input tokens written to Anthropic's prompt cache for five minutes (cache_creation_input_tokens); default 1.25 × input",
     ),
+  cache_write_1h: z
+    .number()
+    .min(0)
+    .optional()
+    .describe(
+      "dollars per million input tokens written to Anthropic's prompt cache for an hour; default 2 × input",
+    ),
+  audio_input: z
+    .number()
+    .min(0)
+    .optional()
+    .describe("dollars per million audio input tokens; without it a request that sends audio is refused"),
+  audio_output: z
+    .number()
+    .min(0)
+    .optional()
+    .describe("dollars per million audio output tokens; without it a request that asks for audio is refused"),
 });
 
 const failurePolicy = z
@@ -763,7 +788,7 @@ export const configSchema = z
       )
       .optional()
       .describe(
-        "the price table of money budgets (unit: usd): per model name as requests write it (* matches any run of characters; the most specific pattern wins), and default for the rest; dollars per million tokens",
+        "the price table of money budgets (unit: usd): per model name as requests write it (* matches any run of characters; the most specific pattern wins; <model>@<tier> for a service_tier such as priority, without which a request asking for a dearer tier is refused), and default for the rest; dollars per million tokens",
       ),
     usage: z
       .strictObject({

@@ -148,6 +148,16 @@ export class DenyCacheStore extends DecoratedStore<LimitStore & DenialLog> {
     this.queue = new DenialQueue(inner);
   }
 
+  /**
+   * The denial this instance already knows for `checks`, answered (and recorded) as check would,
+   * without asking the store; null when the store would have to decide.
+   */
+  known(checks: readonly LimitCheck[], options?: CheckOptions): StoreDecision | null {
+    const nowMs = options?.nowMs ?? this.now();
+    const known = this.cache.check(checks, nowMs);
+    return known ? this.deniedLocally(checks, known, nowMs, options) : null;
+  }
+
   async check(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
     const sentAtMs = options?.nowMs ?? this.now();
     const known = this.cache.check(checks, sentAtMs);

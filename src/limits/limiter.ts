@@ -5,18 +5,33 @@ import { storeFailureReason } from "../errors.js";
 import type { Caller } from "../identity/caller.js";
 import { isRateLimit } from "./algorithms/index.js";
 import { type BudgetReservation, fitOutput, reservedUnits } from "./budget-reservation.js";
-import type { AllowedDecision, AppliedLimit, DegradedReason, LimitDecision } from "./decision.js";
+import type {
+  AllowedDecision,
+  AppliedLimit,
+  DegradedReason,
+  DeniedDecision,
+  LimitDecision,
+} from "./decision.js";
 import { DenialRecords } from "./denials.js";
-import type { KeyedRequest } from "./key-by.js";
+import { type KeyedRequest, readsBody } from "./key-by.js";
 import { binds, requestLimitKey } from "./keys.js";
 import { type LeaseHolder, leaseOf, nextLeaseId, releaseOnce } from "./leases.js";
 import { type LocalDecider, localChecks } from "./local-fallback.js";
 import type { LimitedRoute, PlannedLimit } from "./plan.js";
 import { type BudgetUnit, decidedAtOf, isBudget, type LimitCheck, type StoreDecision } from "./spec.js";
-import type { ChargedLimit, DenialLog, DenialRecord, Lease, LimitStore } from "./stores/contract.js";
+import type {
+  ChargedLimit,
+  CheckOptions,
+  DenialLog,
+  DenialRecord,
+  Lease,
+  LimitStore,
+} from "./stores/contract.js";
 
 /** The deny cache in front of the store, as far as the admin API and a reload need it. */
 export interface LocalDenials {
+  /** A denial known without the store (DenyCacheStore.known), recorded; null: the store decides. */
+  known?(checks: readonly LimitCheck[], options?: CheckOptions): StoreDecision | null;
   flushDenials(): Promise<void>;
   forget(keys: Iterable<string>): void;
   close(): Promise<void>;
@@ -114,6 +129,28 @@ export class Limiter {
     }
     const lowered = limitChecks(this.prefix, planned, caller, route, request, reservation, output);
     return this.decide(planned, caller, route, lowered, record, reservation, output);
+  }
+
+  /**
+   * A refusal this instance already knows for a request whose body is not read yet (an AI
+   * route's): its limits that do not key by the body, each at the least it could take (a rate
+   * its route's cost, a budget one unit), asked of the deny cache alone. A caller hammering past
+   * a limit is so refused before the gateway reads, holds and parses its body. Undefined: the
+   * body is read, and the store decides.
+   */
+  knownDenial(caller: Caller, route: LimitedRoute, request?: KeyedRequest): DeniedDecision | undefined {
+    if (!this.denyCache?.known) return undefined;
+    const compiled = caller.plan?.limitsByRoute.get(route.name) ?? route.limits;
+    if (compiled.length === 0) return undefined;
+    const overridden = this.overrides ? this.overrides.apply(caller, compiled) : compiled;
+    const planned = withoutMoney(overridden).filter((p) => !readsBody(p.by));
+    const checks = limitChecks(this.prefix, planned, caller, route, request);
+    for (const c of checks) if (isBudget(c.spec)) c.cost = 1;
+    if (checks.length === 0) return undefined;
+    const known = this.denyCache.known(checks, { denial: this.records.of(caller, route, this.now()) });
+    if (!known) return undefined;
+    const decision = toDecision(planned, caller, checks, known, this.store);
+    return decision.kind === "denied" ? decision : undefined;
   }
 
   /** One store call for `checks`, as a decision (the failure policy when the store cannot decide). */

@@ -16,13 +16,15 @@ import type { Limiter } from "../limits/limiter.js";
 import { type Metrics, NO_ROUTE, type RequestDecision } from "../observability/metrics.js";
 import type { SustainedDenials } from "../observability/sustained.js";
 import type { UsageLedger } from "../usage/ledger.js";
+import type { BodyMemory } from "./body-memory.js";
 import type { Handshake } from "./upgrade.js";
 
 /**
  * What a request asks of the limiter: a decision, and a post-charge (or an AI request's
  * settlement) once the upstream answered.
  */
-export type RequestLimiter = Pick<Limiter, "check" | "postCharge" | "settle">;
+export type RequestLimiter = Pick<Limiter, "check" | "postCharge" | "settle"> &
+  Partial<Pick<Limiter, "knownDenial">>;
 
 /**
  * One config generation: the runtime and the limiter built for it. The gateway swaps the whole
@@ -60,13 +62,16 @@ export interface ProxyEnv {
   /** Invalid credentials per client IP (identity.auth_failures); outlives reloads. */
   authFailures: AuthFailureThrottle;
   clock: Clock;
+  /** What AI bodies being read hold (body-memory.ts); outlives reloads. */
+  bodyMemory: BodyMemory;
   /** Keys issued at runtime (runtime/key-lookup.ts); undefined: the YAML's keys only. */
   storedKeys?: StoredKeyLookup | undefined;
 }
 
 /** An AI route's request, read (proxy/ai-body.ts): what it asks, what it costs, what it reserves. */
 export interface AiExchange {
-  readonly request: AiRequest;
+  /** The request read; dropped (null) once forwarded, so a long answer does not hold its body. */
+  request: AiRequest | null;
   /** Its model's prices, when a money budget applies to it. */
   readonly price: ModelPrice | undefined;
   readonly reservation: BudgetReservation;
@@ -157,6 +162,11 @@ export class RequestContext {
   done = false;
   /** An AI route's operation, read before its limits are asked; undefined elsewhere. */
   ai: AiExchange | undefined = undefined;
+  /**
+   * Gives back what an AI body being read holds of the process's body memory (body-memory.ts);
+   * called once the request is forwarded or answered.
+   */
+  releaseBody: (() => void) | undefined = undefined;
 
   /** The request's headers: with `path` and `query`, what keyed limits read (limits/key-by.ts). */
   get headers(): IncomingMessage["headers"] {
@@ -165,7 +175,7 @@ export class RequestContext {
 
   /** An AI request's body members, which `body:<field>` keys read. */
   get body(): Readonly<Record<string, unknown>> | undefined {
-    return this.ai?.request.fields;
+    return this.ai?.request?.keyFields;
   }
 
   constructor(

@@ -30,9 +30,15 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
   // An AI request's body, read before its limits: sent from memory, with the ceiling its budgets
   // hold (lowered when clamped) and usage asked for.
   const ai = ctx.ai;
-  const body = ai
-    ? forwardedBody(ai.request, decision?.output ?? outputCeiling(ai.request, route.ai!), route.ai!)
+  const read = ai?.request;
+  const body = read
+    ? forwardedBody(read, decision?.output ?? outputCeiling(read, route.ai!), route.ai!)
     : undefined;
+  if (ai) {
+    // The upstream gets `body`; nothing else of what was read is needed any more.
+    ai.request = null;
+    ctx.releaseBody?.();
+  }
   const headers = upstreamRequestHeaders(req.rawHeaders, req.headers, {
     upstreamHost: upstream.host,
     peer: ctx.peer.text,

@@ -9,6 +9,7 @@ import { closeAfterAnswer } from "../http/unread-body.js";
 import type { AllowedDecision, LimitDecision } from "../limits/decision.js";
 import { type Admission, admit } from "./admit.js";
 import { type AiBodyResult, readAiBody } from "./ai-body.js";
+import { BodyMemory } from "./body-memory.js";
 import { budgetReporter } from "./budget-usage.js";
 import {
   type Admitted,
@@ -34,7 +35,9 @@ import type { UpstreamPools } from "./upstreams.js";
  */
 const HANDSHAKE_TIMEOUT_MS = 60_000;
 
-export interface PipelineDeps extends Omit<ProxyEnv, "clock"> {
+export interface PipelineDeps extends Omit<ProxyEnv, "clock" | "bodyMemory"> {
+  /** What AI bodies being read hold; default: a process-wide bound of its own. */
+  bodyMemory?: BodyMemory;
   /** The current generation; read once per request. */
   generation: () => Generation;
   pools: UpstreamPools;
@@ -47,7 +50,10 @@ export interface PipelineDeps extends Omit<ProxyEnv, "clock"> {
 }
 
 export function createPipeline(deps: PipelineDeps) {
-  const env: ProxyEnv & PipelineDeps = Object.assign({}, deps, { clock: deps.clock ?? SYSTEM_CLOCK });
+  const env: ProxyEnv & PipelineDeps = Object.assign({}, deps, {
+    clock: deps.clock ?? SYSTEM_CLOCK,
+    bodyMemory: deps.bodyMemory ?? new BodyMemory(),
+  });
   const { logger } = env;
 
   /**
@@ -99,9 +105,19 @@ export function createPipeline(deps: PipelineDeps) {
     else decideFor(admission);
   }
 
-  /** An AI route: the body says what the request may cost, so it is read before any limit. */
+  /**
+   * An AI route: the body says what the request may cost, so it is read before any limit; but
+   * a refusal this instance already knows is answered first, without reading it.
+   */
   function readThenDecide(ctx: Admitted): void {
-    const read = readAiBody(ctx);
+    if (!ctx.exempt) {
+      const known = ctx.gen.limiter.knownDenial?.(ctx.caller, ctx.route, ctx);
+      if (known) {
+        decided(ctx, known);
+        return;
+      }
+    }
+    const read = readAiBody(ctx, env.bodyMemory);
     if (read instanceof Promise) {
       read.then(
         (r) => guarded(ctx, () => bodyRead(ctx, r)),

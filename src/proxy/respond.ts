@@ -125,6 +125,7 @@ export function complete(env: RespondEnv, ctx: RequestContext): void {
   if (ctx.done) return;
   ctx.done = true;
   env.inFlight.count--;
+  ctx.releaseBody?.();
   env.metrics.countRequest(ctx.routeName, ctx.decision);
   if (!ctx.gen.runtime.config.log.requests) return;
   const caller = ctx.caller;

@@ -123,7 +123,7 @@ export class SettleReservation implements ForwardHandler {
         env.metrics.storeErrors.labels(r.reason).inc();
         env.logger.warn(
           { request_id: ctx.requestId, reason: r.reason, outcome: outcome.kind },
-          "AI reservation not settled; it stays taken",
+          "AI settlement not confirmed by the store",
         );
       }
       this.onCharged?.(result(r.ok ? r.charged : undefined));

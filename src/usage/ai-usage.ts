@@ -42,7 +42,11 @@ type Slot =
   | "startInput"
   | "startOutput"
   | "startCacheWrite"
-  | "startCacheRead";
+  | "startCacheRead"
+  | "promptAudio"
+  | "completionAudio"
+  | "cacheWrite1h"
+  | "startCacheWrite1h";
 
 const PATHS: Readonly<Record<AiFormat, Partial<Record<Slot, string>>>> = {
   openai: {
@@ -50,6 +54,8 @@ const PATHS: Readonly<Record<AiFormat, Partial<Record<Slot, string>>>> = {
     completion: "usage.completion_tokens",
     total: "usage.total_tokens",
     promptCached: "usage.prompt_tokens_details.cached_tokens",
+    promptAudio: "usage.prompt_tokens_details.audio_tokens",
+    completionAudio: "usage.completion_tokens_details.audio_tokens",
   },
   responses: {
     input: "usage.input_tokens",
@@ -68,6 +74,8 @@ const PATHS: Readonly<Record<AiFormat, Partial<Record<Slot, string>>>> = {
     startOutput: "message.usage.output_tokens",
     startCacheWrite: "message.usage.cache_creation_input_tokens",
     startCacheRead: "message.usage.cache_read_input_tokens",
+    cacheWrite1h: "usage.cache_creation.ephemeral_1h_input_tokens",
+    startCacheWrite1h: "message.usage.cache_creation.ephemeral_1h_input_tokens",
   },
 };
 
@@ -128,7 +136,14 @@ function usageOf(format: AiFormat, read: (slot: Slot) => number | undefined): Re
       const total = read("total");
       const completion = read("completion") ?? (total !== undefined ? Math.max(0, total - prompt) : 0);
       const cached = Math.min(prompt, read("promptCached") ?? 0);
-      return { input: prompt - cached, cachedInput: cached, cacheWrite: 0, output: completion };
+      return {
+        input: prompt - cached,
+        cachedInput: cached,
+        cacheWrite: 0,
+        output: completion,
+        audioInput: read("promptAudio") ?? 0,
+        audioOutput: read("completionAudio") ?? 0,
+      };
     }
     case "responses": {
       const input = read("input") ?? read("streamInput");
@@ -146,6 +161,7 @@ function usageOf(format: AiFormat, read: (slot: Slot) => number | undefined): Re
         cachedInput: read("cacheRead") ?? read("startCacheRead") ?? 0,
         cacheWrite: read("cacheWrite") ?? read("startCacheWrite") ?? 0,
         output,
+        cacheWrite1h: read("cacheWrite1h") ?? read("startCacheWrite1h") ?? 0,
       };
     }
   }

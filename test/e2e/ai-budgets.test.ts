@@ -468,8 +468,9 @@ describe("config/examples/ai-endpoints.yaml", () => {
       ["/v1/chat/completions", chat],
       ["/chat/completions", chat], // LiteLLM without /v1
       ["/v1/completions", completion], // vLLM
-      ["/openai/deployments/prod-4o/chat/completions", chat], // Azure style
-      ["/engines/davinci/completions", completion], // legacy OpenAI
+      // Azure style, and legacy OpenAI: the model is the one the path names.
+      ["/openai/deployments/gpt-4o-mini/chat/completions", { ...chat, model: "gpt-4o" }],
+      ["/engines/gpt-4o-mini/completions", completion],
       [
         "/v1/messages",
         { model: "claude-sonnet-4-5", max_tokens: 3000, messages: [{ role: "user", content: "x" }] },
@@ -497,6 +498,8 @@ describe("config/examples/ai-endpoints.yaml", () => {
     expect((await post("/v1/images/generations", { prompt: "a cat" })).status).toBe(404);
     expect((await post("/api/chat", chat)).status).toBe(404); // Ollama's native API
     expect((await post("/messages", chat)).status).toBe(404);
+    // A deployment the price table does not know is not priced by the body's model.
+    expect((await post("/openai/deployments/prod-4o/chat/completions", chat)).status).toBe(400);
     expect(provider.requests.length).toBe(before);
   });
 
@@ -514,7 +517,7 @@ describe("config/examples/ai-endpoints.yaml", () => {
         messages: [{ role: "user", content: "fill the bucket" }],
       });
       if (reply.status === 429) denied = reply;
-      else sent.push(provider.requests.at(-1)!.body.max_tokens as number);
+      else sent.push(provider.requests.at(-1)!.body.max_completion_tokens as number);
     }
     // 100,000 tokens a minute: 6 whole requests, one lowered to what was left, then refused.
     expect(sent.filter((t) => t === 4096)).toHaveLength(6);

@@ -20,11 +20,18 @@ admin: { listen: "127.0.0.1:0" }
 log: { level: warn, requests: false }
 store: { url: "${redisUrl}", on_failure: closed }
 upstreams: { llm: "${providerUrl}" }
-clients: [{ id: body-client, key: body-key, plan: team, tenant: bodies }]
+clients:
+  - { id: body-client, key: body-key, plan: team, tenant: bodies }
+  - { id: flooder, key: flood-key, plan: team, tenant: flood }
+  - { id: bystander, key: bystander-key, plan: team, tenant: bystander }
+  - { id: hasty, key: hasty-key, plan: slow, tenant: hasty }
 plans:
   team:
     tenant: { algorithm: fixed_window, limit: 100000000, window: 1 month, unit: tokens }
+  slow:
+    global: { rate: 1/h, burst: 1 }
 routes:
+  - { name: big, match: { path: /big }, upstream: llm, max_body: 4mb, ai: { format: openai, max_output: 500 } }
   - { name: chat, match: { path: /v1 }, upstream: llm, max_body: 64kb, ai: { format: openai, max_output: 500 } }
 `;
 
@@ -51,7 +58,8 @@ const HEAD = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-api-key: body-k
 
 describe("what reaches the upstream", () => {
   it("the client's bytes exactly, when the reservation changes nothing", async () => {
-    const body = '{ "model" : "m",\n  "seed": 12345678901234567890, "max_tokens": 100,\n  "messages": [] }';
+    const body =
+      '{ "model" : "m",\n  "seed": 12345678901234567890, "max_completion_tokens": 100,\n  "messages": [] }';
     const reply = await send(gw.url, {
       method: "POST",
       path: "/v1/chat/completions",
@@ -99,7 +107,7 @@ describe("what reaches the upstream", () => {
     try {
       const body = JSON.stringify({
         model: "m",
-        max_tokens: 50,
+        max_completion_tokens: 50,
         messages: [{ role: "user", content: "h2" }],
       });
       const framings: Record<string, string>[] = [
@@ -173,5 +181,134 @@ describe("what is refused, and never forwarded", () => {
     // The gateway still answers, and has nothing left in flight.
     expect((await post('{"model":"m","max_tokens":5}')).status).toBe(200);
     expect(gw.gateway.requestsInFlight).toBe(0);
+  });
+});
+
+describe("what one caller can make the gateway hold (found by an attack)", () => {
+  const big = (key: string, body: string) =>
+    send(gw.url, {
+      method: "POST",
+      path: "/big/chat/completions",
+      headers: { "x-api-key": key, "content-type": "application/json" },
+      body,
+      timeoutMs: 20_000,
+    });
+
+  it("a body of a million values is refused before it is parsed", async () => {
+    const values = `{"model":"m","x":[${"{},".repeat(1_000_000)}{}]}`;
+    const started = performance.now();
+    const reply = await big("body-key", values);
+    expect(reply.status).toBe(400);
+    expect(reply.json().detail).toMatch(/more than 500000 values/);
+    expect(performance.now() - started).toBeLessThan(5000);
+  });
+
+  it("bodies held at once past one caller's share are refused, and another caller is served meanwhile", async () => {
+    const url = new URL(gw.url);
+    const chunk = Buffer.alloc(3_900_000, 0x61);
+    // Twenty uploads of 4 MB that stop short of their end: the gateway holds what came.
+    const held = await Promise.all(
+      Array.from(
+        { length: 20 },
+        () =>
+          new Promise<{ socket: ReturnType<typeof connect>; answer: Promise<string> }>((resolve) => {
+            const socket = connect(Number(url.port), url.hostname);
+            let got = "";
+            const answer = new Promise<string>((done) => {
+              socket.on("data", (c: Buffer) => {
+                got += c.toString();
+                done(got);
+              });
+              socket.on("close", () => done(got));
+            });
+            socket.on("error", () => {});
+            socket.write(
+              `POST /big/chat/completions HTTP/1.1\r\nHost: x\r\nx-api-key: flood-key\r\nContent-Type: application/json\r\nContent-Length: 4000000\r\n\r\n{"m":"`,
+            );
+            socket.write(chunk, () => resolve({ socket, answer }));
+          }),
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const other = await send(gw.url, {
+      method: "POST",
+      path: "/v1/chat/completions",
+      headers: { "x-api-key": "bystander-key", "content-type": "application/json" },
+      body: '{"model":"m","max_completion_tokens":5}',
+    });
+    expect(other.status).toBe(200);
+    // 64 MiB counted at two per byte: eight such uploads are held, the rest refused.
+    const answered = await Promise.all(
+      held.map((h) => Promise.race([h.answer, new Promise<string>((r) => setTimeout(() => r(""), 200))])),
+    );
+    const refused = answered.filter((a) => a.startsWith("HTTP/1.1 429"));
+    expect(refused.length).toBeGreaterThanOrEqual(10);
+    expect(refused[0]).toMatch(/request bodies being read at once pass 64 MiB/);
+    for (const h of held) h.socket.destroy();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(gw.gateway.requestsInFlight).toBe(0);
+    // What was held is given back: the same caller is served again.
+    const again = await big("flood-key", '{"model":"m","max_completion_tokens":5}');
+    expect(again.status).toBe(200);
+  });
+
+  it("a caller this instance already refuses is refused before its body is read", async () => {
+    const ok = await send(gw.url, {
+      method: "POST",
+      path: "/v1/chat/completions",
+      headers: { "x-api-key": "hasty-key", "content-type": "application/json" },
+      body: '{"model":"m","max_completion_tokens":5}',
+    });
+    expect(ok.status).toBe(200);
+    // Refused once by the store: the deny cache knows it now.
+    expect(
+      (
+        await send(gw.url, {
+          method: "POST",
+          path: "/v1/chat/completions",
+          headers: { "x-api-key": "hasty-key", "content-type": "application/json" },
+          body: "{}",
+        })
+      ).status,
+    ).toBe(429);
+    // Asked to send its body (Expect: 100-continue), it is answered 429 without being invited.
+    const url = new URL(gw.url);
+    const text = await new Promise<string>((resolve) => {
+      const socket = connect(Number(url.port), url.hostname);
+      let got = "";
+      socket.on("data", (c: Buffer) => {
+        got += c.toString();
+      });
+      socket.on("close", () => resolve(got));
+      socket.write(
+        "POST /big/chat/completions HTTP/1.1\r\nHost: x\r\nx-api-key: hasty-key\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n",
+      );
+      setTimeout(() => socket.destroy(), 2000);
+    });
+    expect(text).toMatch(/^HTTP\/1\.1 429/);
+    expect(text).not.toContain("100 Continue");
+  });
+
+  it("no WebSocket, and no body on a GET, passes an AI route unmetered", async () => {
+    const ws = await rawRequest(
+      gw.url,
+      "GET /v1/realtime?model=m HTTP/1.1\r\nHost: x\r\nx-api-key: body-key\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    );
+    expect(ws.status).toBe(404);
+    const before = provider.requests.length;
+    const body = '{"model":"m","messages":[]}';
+    const get = await rawRequest(
+      gw.url,
+      `GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-api-key: body-key\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    expect(get.status).toBe(400);
+    const latin = await send(gw.url, {
+      method: "POST",
+      path: "/v1/chat/completions",
+      headers: { "x-api-key": "body-key", "content-type": "application/json; charset=latin1" },
+      body: "{}",
+    });
+    expect(latin.status).toBe(415);
+    expect(provider.requests.length).toBe(before);
   });
 });

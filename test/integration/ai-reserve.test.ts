@@ -147,8 +147,8 @@ describe("reserve before, settle after", () => {
     const third = await ask(3);
     expect(third.status).toBe(200);
     const sent = provider.requests.filter(forTenant("clamp")).at(-1)!;
-    expect(sent.body.max_tokens).toBeGreaterThanOrEqual(100);
-    expect(sent.body.max_tokens).toBeLessThan(4000);
+    expect(sent.body.max_completion_tokens).toBeGreaterThanOrEqual(100);
+    expect(sent.body.max_completion_tokens).toBeLessThan(4000);
     // Below min_output nothing is forwarded.
     const fourth = await ask(4);
     expect(fourth.status).toBe(429);
@@ -239,6 +239,23 @@ describe("reserve before, settle after", () => {
     const usage = await usageOf("model");
     // 2 × (1000 × $30 + 1000 × $60) / 1M = $0.18, not the cheap model's $0.00004.
     expect(usage.limits["models.tenant"]!.usd).toBe(0.18);
+  });
+
+  it("an Azure-style path's deployment is the model served: priced and limited as it, whatever the body says", async () => {
+    provider.behave = () => ({ prompt: 1000, completion: 1000 });
+    const before = (await usageOf("model")).limits["models.tenant"]!.usd!;
+    const azure = (model: string) =>
+      chat(
+        "model-key-2",
+        { model, max_tokens: 1000, messages: [{ role: "user", content: "x" }] },
+        "/v1/openai/deployments/expensive/chat/completions",
+      );
+    expect((await azure("cheap")).status).toBe(200);
+    expect((await azure("cheap-2")).status).toBe(200);
+    // Two of "expensive" already: the body's other names got no bucket of their own.
+    expect((await azure("cheap-3")).status).toBe(429);
+    const after = (await usageOf("model")).limits["models.tenant"]!.usd!;
+    expect(Math.round((after - before) * 1e6)).toBe(2 * 90_000);
   });
 
   it("a money budget of $1.00 across two instances charges exactly what the reported usage costs", async () => {

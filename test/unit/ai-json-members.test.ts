@@ -53,26 +53,35 @@ describe("objectLayout", () => {
 
 describe("withMembers", () => {
   it("sets members and leaves every other byte as written (fuzz)", () => {
+    // A value of undefined removes the member.
     const edits = fc.array(
-      fc.record({ key: fc.string({ maxLength: 12 }), value: fc.jsonValue({ maxDepth: 2 }) }),
-      { maxLength: 3 },
+      fc.record({
+        key: fc.string({ maxLength: 12 }),
+        value: fc.option(fc.jsonValue({ maxDepth: 2 }), { nil: undefined }),
+      }),
+      { maxLength: 4 },
     );
     fc.assert(
       fc.property(objects, spacing, edits, (object, space, changes) => {
         const text = spaced(object, space);
         // One edit per key: the last of each, as a caller gives them.
         const byKey = new Map(changes.map((c) => [c.key, c.value]));
-        const list = [...byKey].map(([key, value]) => ({ key, json: JSON.stringify(value) }));
+        const list = [...byKey].map(([key, value]) => ({
+          key,
+          json: value === undefined ? undefined : JSON.stringify(value),
+        }));
         const out = withMembers(text, objectLayout(text), list);
         const expected = { ...(JSON.parse(text) as Record<string, unknown>) };
         // defineProperty: a key "__proto__" is a member like any other to JSON.parse.
         for (const [key, value] of byKey)
-          Object.defineProperty(expected, key, {
-            value: JSON.parse(JSON.stringify(value)),
-            enumerable: true,
-            writable: true,
-            configurable: true,
-          });
+          if (value === undefined) delete expected[key];
+          else
+            Object.defineProperty(expected, key, {
+              value: JSON.parse(JSON.stringify(value)),
+              enumerable: true,
+              writable: true,
+              configurable: true,
+            });
         expect(JSON.parse(out)).toEqual(expected);
         if (list.length === 0) expect(out).toBe(text);
         // Members not edited keep their exact text.
@@ -92,5 +101,31 @@ describe("withMembers", () => {
     const out = withMembers(text, objectLayout(text), [{ key: "max_tokens", json: "100" }]);
     expect(out).toBe('{"seed": 12345678901234567890, "temperature": 1.0, "max_tokens": 100}');
     expect(withMembers("{}", objectLayout("{}"), [{ key: "a", json: "1" }])).toBe('{"a":1}');
+  });
+});
+
+describe("withMembers, removing", () => {
+  it("takes a member out with one comma beside it", () => {
+    const text = '{"a":1, "b":2, "c":3}';
+    const layout = objectLayout(text);
+    expect(withMembers(text, layout, [{ key: "b", json: undefined }])).toBe('{"a":1, "c":3}');
+    expect(withMembers(text, layout, [{ key: "c", json: undefined }])).toBe('{"a":1, "b":2}');
+    expect(withMembers(text, layout, [{ key: "a", json: undefined }])).toBe('{"b":2, "c":3}');
+    expect(
+      withMembers(text, layout, [
+        { key: "b", json: undefined },
+        { key: "c", json: undefined },
+        { key: "d", json: "4" },
+      ]),
+    ).toBe('{"a":1,"d":4}');
+    expect(
+      JSON.parse(
+        withMembers(
+          text,
+          layout,
+          ["a", "b", "c"].map((key) => ({ key, json: undefined })),
+        ),
+      ),
+    ).toEqual({});
   });
 });

@@ -114,6 +114,31 @@ describe("the price table", () => {
     expect(formatUsd(200_000_000)).toBe("$200.00");
   });
 
+  it("prices audio, hour-long cache writes and service tiers apart; a dearer tier without a row is none", () => {
+    const t = new PriceTable({
+      "gpt-4o-audio": { input: 2.5, output: 10, audio_input: 40, audio_output: 80 },
+      "gpt-4o@priority": { input: 4.25, output: 17 },
+      "gpt-4o": { input: 2.5, output: 10 },
+      claude: { input: 3, output: 15 },
+    });
+    // 60 of 100 input tokens and 40 of 50 output are audio.
+    expect(
+      usageMicroDollars(
+        { input: 100, cachedInput: 0, cacheWrite: 0, output: 50, audioInput: 60, audioOutput: 40 },
+        t.priceOf("gpt-4o-audio")!,
+      ),
+    ).toBe(Math.ceil((40 * 2.5 + 60 * 40 + 10 * 10 + 40 * 80) * 1));
+    // Anthropic's defaults: 1.25 × input for five minutes, 2 × for an hour.
+    const claude = t.priceOf("claude")!;
+    expect(
+      usageMicroDollars({ input: 0, cachedInput: 0, cacheWrite: 300, cacheWrite1h: 200, output: 0 }, claude),
+    ).toBe(100 * 3.75 + 200 * 6);
+    expect(t.priceOf("gpt-4o", "priority")!.row).toBe("gpt-4o@priority");
+    expect(t.priceOf("gpt-4o", "scale")).toBeUndefined();
+    expect(t.priceOf("gpt-4o", "flex")!.row).toBe("gpt-4o");
+    expect(t.priceOf("gpt-4o", "auto")!.row).toBe("gpt-4o");
+  });
+
   it("refuses a price finer than a micro-dollar table holds", () => {
     expect(parsePrice(2.5)).toBe(2_500_000);
     expect(parsePrice(0.075)).toBe(75_000);

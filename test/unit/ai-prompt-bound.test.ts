@@ -30,6 +30,7 @@ const settings: AiSettings = {
   minOutput: 16,
   outputField: "max_completion_tokens",
   imageTokens: 1600,
+  referencedInputTokens: 128_000,
 };
 
 /** What an OpenAI upstream reports as prompt_tokens for the sample (see above). */

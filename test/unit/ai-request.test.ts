@@ -22,6 +22,7 @@ const settings = (over: Partial<AiSettings> = {}): AiSettings => ({
   minOutput: 16,
   outputField: "max_completion_tokens",
   imageTokens: 1600,
+  referencedInputTokens: 128_000,
   ...over,
 });
 
@@ -123,8 +124,8 @@ describe("parseAiRequest", () => {
     });
     const r = ok(withImage);
     expect(r.images).toBe(1);
-    // The part's strings (its type, the data URL) are counted as the image, not as text.
-    expect(r.promptBound).toBe(Buffer.byteLength(withImage) - Buffer.byteLength(`image_url${image}`) + 1600);
+    // Its payload, the data URL, is counted as the image; the part's other strings as text.
+    expect(r.promptBound).toBe(Buffer.byteLength(withImage) - Buffer.byteLength(image) + 1600);
     // Anthropic's images (base64 or by URL) and its tools' system prompt.
     const anthropic = JSON.stringify({
       model: "claude",
@@ -137,10 +138,7 @@ describe("parseAiRequest", () => {
     const a = ok(anthropic, MESSAGE, settings({ format: "anthropic" }));
     expect(a.images).toBe(1);
     expect(a.promptBound).toBe(
-      Buffer.byteLength(anthropic) -
-        Buffer.byteLength("imageurlhttps://x/y.png") +
-        1600 +
-        ANTHROPIC_TOOLS_TOKENS,
+      Buffer.byteLength(anthropic) - Buffer.byteLength("https://x/y.png") + 1600 + ANTHROPIC_TOOLS_TOKENS,
     );
   });
 });
@@ -165,30 +163,110 @@ describe("the ceiling and the forwarded body", () => {
     expect(forwardedBody(ok("{}", RESPONSE), 9, s).toString()).toBe('{"max_output_tokens":9}');
   });
 
-  it("lowers every ceiling field above the output, and leaves the rest of the body's bytes alone", () => {
+  it("forwards one ceiling field, the one the upstream reads, at what was asked but at most the output", () => {
     const text = '{ "seed": 12345678901234567890, "max_tokens": 8000, "max_completion_tokens": 300 }';
-    const out = forwardedBody(ok(text), 500, settings()).toString();
-    expect(out).toBe('{ "seed": 12345678901234567890, "max_tokens": 500, "max_completion_tokens": 300 }');
-    const same = ok('{"max_tokens": 100}');
+    // Asked 8,000 of the API (the larger), held to 500; the other field taken out.
+    expect(forwardedBody(ok(text), 500, settings()).toString()).toBe(
+      '{ "seed": 12345678901234567890, "max_completion_tokens": 500 }',
+    );
+    const same = ok('{"max_completion_tokens": 100}');
     expect(forwardedBody(same, 500, settings())).toBe(same.bytes);
+    // Named under the other field: moved to the one the upstream reads, never raised.
+    expect(forwardedBody(ok('{"max_tokens":100}'), 500, settings()).toString()).toBe(
+      '{"max_completion_tokens":100}',
+    );
+    expect(
+      forwardedBody(ok('{"max_completion_tokens":5}'), 5, settings({ outputField: "max_tokens" })).toString(),
+    ).toBe('{"max_tokens":5}');
+    // A vendor's own ceiling (llama.cpp's n_predict) counts, and is held to the output too.
+    const vendor = ok('{"max_tokens":16,"n_predict":20000}');
+    expect(vendor.ceiling).toBe(20000);
+    expect(forwardedBody(vendor, 1000, settings({ outputField: "max_tokens" })).toString()).toBe(
+      '{"max_tokens":16,"n_predict":1000}',
+    );
+    expect(parse('{"n_predict":-1}')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/"n_predict"/),
+    });
   });
 
   it("asks an OpenAI stream for its usage, keeping the client's other stream options", () => {
-    expect(forwardedBody(ok('{"stream":true,"max_tokens":5}'), 5, settings()).toString()).toBe(
-      '{"stream":true,"max_tokens":5,"stream_options":{"include_usage":true}}',
+    expect(forwardedBody(ok('{"stream":true,"max_completion_tokens":5}'), 5, settings()).toString()).toBe(
+      '{"stream":true,"max_completion_tokens":5,"stream_options":{"include_usage":true}}',
     );
     expect(
       forwardedBody(
-        ok('{"stream":true,"max_tokens":5,"stream_options":{"include_usage":false,"x":1}}'),
+        ok('{"stream":true,"max_completion_tokens":5,"stream_options":{"include_usage":false,"x":1}}'),
         5,
         settings(),
       ).toString(),
-    ).toBe('{"stream":true,"max_tokens":5,"stream_options":{"include_usage":true,"x":1}}');
+    ).toBe('{"stream":true,"max_completion_tokens":5,"stream_options":{"include_usage":true,"x":1}}');
     // Not a stream, or a format that always reports: untouched.
-    const plain = ok('{"max_tokens":5}');
+    const plain = ok('{"max_completion_tokens":5}');
     expect(forwardedBody(plain, 5, settings())).toBe(plain.bytes);
     const anthropic = ok('{"stream":true,"max_tokens":5}', MESSAGE);
     expect(forwardedBody(anthropic, 5, settings())).toBe(anthropic.bytes);
+  });
+});
+
+describe("what a request holds that no field says (found by an attack)", () => {
+  it("an image counts as one only where the format puts one, and only its payload", () => {
+    const text = "x".repeat(100_000);
+    for (const body of [
+      { type: "image_url", messages: [{ role: "user", content: text }] },
+      { messages: [{ role: "user", type: "image_url", content: text }] },
+      {
+        messages: [
+          { role: "user", content: [{ type: "image_url", image_url: { url: "https://x/y.png" }, text }] },
+        ],
+      },
+      { messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: text } }] }] },
+      {
+        tools: [
+          { type: "function", function: { parameters: { default: { type: "image_url", image_url: text } } } },
+        ],
+        messages: [],
+      },
+    ]) {
+      const bytes = Buffer.byteLength(JSON.stringify(body));
+      expect(ok(JSON.stringify(body)).promptBound, JSON.stringify(body).slice(0, 80)).toBeGreaterThan(
+        bytes - 100,
+      );
+    }
+  });
+
+  it("a legacy completion's batch of prompts generates a completion per prompt", () => {
+    expect(ok('{"prompt":["a","b","c"],"n":2,"max_tokens":10}', COMPLETION).choices).toBe(6);
+    expect(ok('{"prompt":[1,2,3],"max_tokens":10}', COMPLETION).choices).toBe(1);
+    expect(ok('{"prompt":[[1,2],[3]],"max_tokens":10}', COMPLETION).choices).toBe(2);
+  });
+
+  it("input the body only refers to is reserved at referenced_input_tokens", () => {
+    const base = ok(
+      '{"input":"continue","max_output_tokens":10}',
+      RESPONSE,
+      settings({ format: "responses" }),
+    );
+    const chained = ok(
+      '{"input":"continue","max_output_tokens":10,"previous_response_id":"resp_1"}',
+      RESPONSE,
+      settings({ format: "responses" }),
+    );
+    expect(chained.promptBound - base.promptBound).toBeGreaterThanOrEqual(128_000);
+  });
+
+  it("refuses a key given twice inside stream_options, which it rewrites", () => {
+    expect(
+      parse('{"stream":true,"stream_options":{"include_usage":false,"include_usage":true}}'),
+    ).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/stream_options/),
+    });
+  });
+
+  it("a model the path names is the request's, whatever the body says", () => {
+    const r = parseAiRequest(Buffer.from('{"model":"cheap"}'), CHAT, settings(), "gpt-4o");
+    expect(r.ok && r.request.model).toBe("gpt-4o");
   });
 });
 
@@ -201,14 +279,18 @@ describe("reservationOf", () => {
       output: 10_000_000,
       cachedInput: 1_250_000,
       cacheWrite: 3_000_000,
+      cacheWrite1h: 5_000_000,
+      audioInput: undefined,
+      audioOutput: 12_000_000,
     };
+    // Input at the dearest of its rates (an hour's cache write), output at audio's.
     expect(reservationOf(r, settings({ clamp: true, minOutput: 16 }), price)).toEqual({
       output: 100,
       choices: 2,
       minOutput: 16,
       input: r.promptBound,
-      inputPico: 3_000_000,
-      outputPico: 10_000_000,
+      inputPico: 5_000_000,
+      outputPico: 12_000_000,
     });
     const free = ok("{}", op("anthropic", "count"));
     expect(reservationOf(free, settings(), price)).toMatchObject({ output: 0, input: 0 });

@@ -38,21 +38,49 @@ const CASES: {
         prompt_tokens_details: { cached_tokens: 1000 },
       },
     }),
-    usage: { input: 200, cachedInput: 1000, cacheWrite: 0, output: 300 },
+    usage: { input: 200, cachedInput: 1000, cacheWrite: 0, output: 300, audioInput: 0, audioOutput: 0 },
   },
   {
     name: "openai stream, usage in the last chunk",
     format: "openai",
     type: "text/event-stream",
     body: `${sse({ choices: [{ delta: { content: "a" } }] }, { choices: [], usage: { prompt_tokens: 9, completion_tokens: 7, total_tokens: 16 } })}data: [DONE]\n\n`,
-    usage: { input: 9, cachedInput: 0, cacheWrite: 0, output: 7 },
+    usage: { input: 9, cachedInput: 0, cacheWrite: 0, output: 7, audioInput: 0, audioOutput: 0 },
   },
   {
     name: "openai embeddings: prompt tokens only",
     format: "openai",
     type: "application/json",
     body: JSON.stringify({ data: [], usage: { prompt_tokens: 42, total_tokens: 42 } }),
-    usage: { input: 42, cachedInput: 0, cacheWrite: 0, output: 0 },
+    usage: { input: 42, cachedInput: 0, cacheWrite: 0, output: 0, audioInput: 0, audioOutput: 0 },
+  },
+  {
+    name: "openai audio tokens, in and out",
+    format: "openai",
+    type: "application/json",
+    body: JSON.stringify({
+      usage: {
+        prompt_tokens: 100,
+        completion_tokens: 50,
+        prompt_tokens_details: { audio_tokens: 60 },
+        completion_tokens_details: { audio_tokens: 40 },
+      },
+    }),
+    usage: { input: 100, cachedInput: 0, cacheWrite: 0, output: 50, audioInput: 60, audioOutput: 40 },
+  },
+  {
+    name: "anthropic cache writes of an hour",
+    format: "anthropic",
+    type: "application/json",
+    body: JSON.stringify({
+      usage: {
+        input_tokens: 1,
+        output_tokens: 2,
+        cache_creation_input_tokens: 300,
+        cache_creation: { ephemeral_5m_input_tokens: 100, ephemeral_1h_input_tokens: 200 },
+      },
+    }),
+    usage: { input: 1, cachedInput: 0, cacheWrite: 300, output: 2, cacheWrite1h: 200 },
   },
   {
     name: "responses JSON",
@@ -86,7 +114,7 @@ const CASES: {
         output_tokens: 60,
       },
     }),
-    usage: { input: 30, cachedInput: 400, cacheWrite: 100, output: 60 },
+    usage: { input: 30, cachedInput: 400, cacheWrite: 100, output: 60, cacheWrite1h: 0 },
   },
   {
     name: "anthropic stream: input at the start, cumulative output in the last delta",
@@ -102,7 +130,7 @@ const CASES: {
       { type: "message_delta", usage: { output_tokens: 80 } },
       { type: "message_stop" },
     ),
-    usage: { input: 25, cachedInput: 5, cacheWrite: 0, output: 80 },
+    usage: { input: 25, cachedInput: 5, cacheWrite: 0, output: 80, cacheWrite1h: 0 },
   },
 ];
 

@@ -7,6 +7,7 @@ import { loadConfigText } from "../../../src/config/load.js";
 import { AuthFailureThrottle } from "../../../src/identity/auth-failures.js";
 import { Metrics } from "../../../src/observability/metrics.js";
 import { SustainedDenials } from "../../../src/observability/sustained.js";
+import { BodyMemory } from "../../../src/proxy/body-memory.js";
 import {
   type Generation,
   type ProxyEnv,
@@ -41,6 +42,7 @@ export function testEnv(): TestEnv {
     inFlight: { count: 0 },
     sustained: new SustainedDenials(() => 60_000, { onSustained: () => {}, onCount: () => {} }),
     authFailures: new AuthFailureThrottle(),
+    bodyMemory: new BodyMemory(),
     clock: { now: () => now, monotonic: () => monotonic },
     lines,
     advance(ms: number) {
