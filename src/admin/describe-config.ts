@@ -2,6 +2,7 @@
 // sizes are written as in the file (`15m`, `5/s`, `1mb`), not in the gateway's internal units.
 import type { Runtime } from "../config/compile.js";
 import { formatDuration, type Rate } from "../config/units.js";
+import type { HeaderRules } from "../http/header-rules.js";
 import { storeAddress } from "../observability/store-errors.js";
 
 const RATE_UNITS: Record<number, string> = { 1000: "s", 60000: "m", 3600000: "h", 86400000: "d" };
@@ -56,6 +57,17 @@ function describeOverrides(limits: NonNullable<Runtime["config"]["clients"][numb
   };
 }
 
+/** Header rules without their values: `set` (or `unset`, when a value is empty) per name. */
+function describeRules(
+  rules: HeaderRules,
+): { set: Record<string, "set" | "unset">; remove: string[] } | null {
+  if (rules.set.length === 0 && rules.remove.size === 0) return null;
+  return {
+    set: Object.fromEntries(rules.set.map(([name, value]) => [name, value === "" ? "unset" : "set"])),
+    remove: [...rules.remove],
+  };
+}
+
 /** The body of GET /admin/config. */
 export function describeConfig(rt: Runtime) {
   return {
@@ -72,6 +84,9 @@ export function describeConfig(rt: Runtime) {
       cost: r.cost,
       on_failure: r.onFailure,
       max_body: r.maxBody === undefined ? null : formatSize(r.maxBody),
+      // Header rules, the route's over its upstream's: names only, every value a secret.
+      request_headers: describeRules(r.requestHeaders),
+      response_headers: describeRules(r.responseHeaders),
       // An AI route's settings, with their defaults (docs/ai-budgets.md).
       ai: r.ai
         ? {

@@ -19,6 +19,7 @@ import { checkAdminTokens } from "./admin-tokens.js";
 import { checkAiConfig } from "./ai-checks.js";
 import { ANONYMOUS_PLAN, hasTokenBudgets } from "./compile.js";
 import type { PathSegment } from "./document.js";
+import { checkHeaderRules } from "./header-checks.js";
 import { checkKeyBys, checkOverrideBy, sharedBy } from "./key-checks.js";
 import { suggest } from "./problems.js";
 import type { ClientConfig, Config, LimitConfig, RouteConfig } from "./schema.js";
@@ -142,6 +143,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   checkRouteRewrites(config, add, warn);
   checkRouteCharges(config, add, warn);
   checkAiConfig(config, add, warn);
+  checkHeaderRules(config, add);
 
   const planNames = Object.keys(config.plans);
   const routeNameList = [...routeNames];

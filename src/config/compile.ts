@@ -4,6 +4,7 @@
 import { createHash } from "node:crypto";
 import { PriceTable } from "../ai/prices.js";
 import type { AiSettings } from "../ai/settings.js";
+import { type HeaderRules, mergeHeaderRules, type WrittenHeaderRules } from "../http/header-rules.js";
 import { CidrSet, parseCidr } from "../identity/ip.js";
 import type { JwtVerifier } from "../identity/jwt.js";
 import type { CompileContext } from "../limits/algorithms/algorithm.js";
@@ -115,6 +116,9 @@ export interface CompiledRoute {
   charge: RouteCharge;
   /** `ai`: the route reads its JSON request body to reserve and settle budgets; undefined: not. */
   ai: AiSettings | undefined;
+  /** `request_headers` and `response_headers`, its own over its upstream's per name. */
+  requestHeaders: HeaderRules;
+  responseHeaders: HeaderRules;
 }
 
 export type { AiSettings as CompiledAi } from "../ai/settings.js";
@@ -184,6 +188,8 @@ export interface Runtime {
    * budgets. Without one, it debits every limit of the request (Tollgate-Cost as before).
    */
   readonly tokenBudgets: boolean;
+  /** `retry_hint_max`: past this wait a 429 or 503 says x-should-retry: false. */
+  readonly retryHintMaxMs: number;
   /** `models`: the prices money budgets charge; undefined: none configured. */
   readonly prices: PriceTable | undefined;
   /** calendar.alert_at: the share of a calendar budget that alerts once per period; undefined: off. */
@@ -266,6 +272,15 @@ function inMicroDollars(limit: LimitConfig): LimitConfig {
     ...(limit.burst === undefined ? {} : { burst: micros(limit.burst) }),
     ...(limit.rate === undefined ? {} : { rate: { ...limit.rate, count: micros(limit.rate.count) } }),
   };
+}
+
+/** An upstream's header rules of one direction (the short form has none). */
+function upstreamRules(
+  value: Config["upstreams"][string] | undefined,
+  direction: "request" | "response",
+): WrittenHeaderRules | undefined {
+  if (value === undefined || typeof value === "string") return undefined;
+  return direction === "request" ? value.request_headers : value.response_headers;
 }
 
 /** A route's `ai`, with its defaults; undefined for a route without one. */
@@ -658,6 +673,14 @@ export function compileRuntime(
       maxCost: r.max_cost,
       charge: compileCharge(r.charge, r.usage_fields),
       ai: compileAi(r.ai),
+      requestHeaders: mergeHeaderRules(
+        upstreamRules(config.upstreams[r.upstream], "request"),
+        r.request_headers,
+      ),
+      responseHeaders: mergeHeaderRules(
+        upstreamRules(config.upstreams[r.upstream], "response"),
+        r.response_headers,
+      ),
     };
   });
 
@@ -712,6 +735,7 @@ export function compileRuntime(
     },
     tokenBudgets: hasTokenBudgets(config),
     prices: config.models === undefined ? undefined : new PriceTable(config.models),
+    retryHintMaxMs: config.retry_hint_max,
     budgetAlertAt: config.calendar.alert_at === false ? undefined : config.calendar.alert_at,
     admin: { tokens: compileAdminTokens(config.admin), auditRetentionMs: config.admin.audit_retention },
     store: {

@@ -283,6 +283,43 @@ export const limitSchema = z
 
 const upstreamUrl = () => z.url({ protocol: /^https?$/, error: "expected an http:// or https:// URL" });
 
+/** A header name, as RFC 9110 spells a token. */
+const headerName = () =>
+  z
+    .string({ error: "expected a header name such as authorization" })
+    .regex(
+      /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$/,
+      "expected a header name (letters, digits and ! # $ % & ' * + . ^ _ ` | ~ -)",
+    );
+
+/** `request_headers` / `response_headers`: headers set on or removed from one direction. */
+const headerRulesSchema = (direction: "request" | "response") =>
+  z
+    .strictObject({
+      set: z
+        .record(headerName(), z.string({ error: "expected the header's value as a string" }))
+        .optional()
+        .describe(
+          direction === "request"
+            ? 'headers set on the upstream request, replacing any the client sent (e.g. authorization: "Bearer ${OPENAI_API_KEY}"); values are secrets: never logged, shown as set in /admin/config'
+            : "headers set on the answer the client gets, replacing the upstream's",
+        ),
+      remove: z
+        .array(headerName())
+        .optional()
+        .describe(
+          direction === "request"
+            ? "headers the upstream never gets from the client"
+            : "headers of the upstream's answer the client never gets",
+        ),
+    })
+    .optional()
+    .describe(
+      direction === "request"
+        ? "headers set on or removed from the upstream request; a route's rule for a name wins over its upstream's"
+        : "headers set on or removed from the upstream's answer before the client; a route's rule for a name wins over its upstream's",
+    );
+
 const upstreamTarget = z.union([
   upstreamUrl(),
   z.strictObject({
@@ -372,6 +409,8 @@ const upstreamLong = z.strictObject({
     .boolean()
     .default(false)
     .describe("accept any certificate from https targets, unverified (default false; --check warns)"),
+  request_headers: headerRulesSchema("request"),
+  response_headers: headerRulesSchema("response"),
 });
 
 export const upstreamSchema = z.union([upstreamUrl(), upstreamLong]);
@@ -534,6 +573,8 @@ export const routeSchema = z.strictObject({
       "largest request body accepted (default: none; 4mb on an AI route, which holds the body in memory)",
     ),
   ai: aiSchema.optional(),
+  request_headers: headerRulesSchema("request"),
+  response_headers: headerRulesSchema("response"),
   on_failure: failurePolicy.optional().describe("overrides store.on_failure for this route"),
   hide_credentials: z
     .boolean()
@@ -587,6 +628,11 @@ export const configSchema = z
     tunnel_idle_timeout: duration()
       .default(300_000)
       .describe("a WebSocket tunnel with no bytes either way for this long is closed (default 5m)"),
+    retry_hint_max: duration()
+      .default(60_000)
+      .describe(
+        "a 429 or 503 whose wait is longer than this carries x-should-retry: false, which the OpenAI and Anthropic SDKs read as do not retry (they would sleep the whole wait); every one carries retry-after-ms (default 60s)",
+      ),
     sustained_denial: duration()
       .default(60_000)
       .describe("a caller denied without pause for this long is logged once and counted (default 60s)"),

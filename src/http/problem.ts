@@ -98,6 +98,11 @@ export const PROBLEMS = {
 
 export type ProblemCode = keyof typeof PROBLEMS;
 
+/** A problem's code (`quota_exceeded`, `body_too_large`), from its type URI. */
+export function problemCode(problem: Problem): string {
+  return (problem.type.split(/[/#]/).pop() ?? "").replaceAll("-", "_");
+}
+
 export function problemFor(code: ProblemCode, detail: string): Problem {
   const p = PROBLEMS[code];
   return { type: p.type, title: p.title, status: p.status, detail };

@@ -137,7 +137,8 @@ function memoryRefusal(who: BodyMemoryRefusal, memory: BodyMemory): Refusal {
         "temporary_reduced_capacity",
         "degraded_closed",
         "the gateway is reading as many request bodies as it holds at once; retry in a moment",
-        { ...CLOSE, "retry-after": "1" },
+        CLOSE,
+        1,
       )
     : new Refusal(
         "quota_exceeded",

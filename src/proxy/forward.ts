@@ -50,6 +50,7 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
     hidden: route.hideCredentials ? hiddenCredentials(rt, req, ctx.credentialHeader) : undefined,
     identityEncoding: route.charge.usage !== null || route.ai !== undefined,
     bodyLength: body?.length,
+    rules: route.requestHeaders,
     identity: {
       client: caller.kind === "client" ? caller.id : undefined,
       tenant: caller.kind === "client" ? caller.tenant : undefined,
@@ -75,6 +76,7 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
       route,
       headers,
       responseHeaders: ctx.responseHeaders,
+      responseRules: route.responseHeaders,
       open: env.tunnels,
       idleTimeoutMs: rt.config.tunnel_idle_timeout,
       handler: responseHandler(env, ctx, decision, true),
@@ -102,6 +104,8 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
     body,
     maxBody: route.maxBody,
     responseHeaders: ctx.responseHeaders,
+    responseRules: route.responseHeaders,
+    errorFormat: route.ai?.format,
     handler: responseHandler(env, ctx, decision, false),
   });
 }

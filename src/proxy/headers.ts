@@ -4,6 +4,7 @@
 
 import type { IncomingHttpHeaders, ServerResponse } from "node:http";
 import { foldHeaderName, hasFoldedSpelling } from "../http/header-names.js";
+import { type HeaderRules, NO_HEADER_RULES } from "../http/header-rules.js";
 
 const HOP_BY_HOP = new Set([
   "connection",
@@ -145,6 +146,8 @@ export interface ForwardingContext {
    * client's Content-Length, which may no longer match.
    */
   bodyLength?: number | undefined;
+  /** The route's `request_headers` (over its upstream's): removed, then set. */
+  rules?: HeaderRules | undefined;
 }
 
 /**
@@ -157,6 +160,7 @@ export function upstreamRequestHeaders(
   ctx: ForwardingContext,
 ): string[] {
   const named = connectionTokens(headers.connection);
+  const rules = ctx.rules === undefined || ctx.rules === NO_HEADER_RULES ? undefined : ctx.rules;
   const out: string[] = [];
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
@@ -176,8 +180,11 @@ export function upstreamRequestHeaders(
     // A range of the body could leave its usage out: the whole body, uncompressed.
     if (ctx.identityEncoding && READABLE_BODY_DROPS.has(foldHeaderName(lower))) continue;
     if (ctx.bodyLength !== undefined && lower === "content-length") continue;
+    // A rule's name, in any spelling an upstream folds onto it, is the rule's alone.
+    if (rules !== undefined && ruled(rules, lower)) continue;
     out.push(name, rawHeaders[i + 1]!);
   }
+  if (rules !== undefined) for (const [name, value] of rules.set) out.push(name, value);
   if (ctx.identityEncoding) out.push("accept-encoding", "identity");
   if (ctx.bodyLength !== undefined) out.push("content-length", String(ctx.bodyLength));
   const priorFor = ctx.forwardedFor;
@@ -209,15 +216,32 @@ const READABLE_BODY_DROPS = new Set(["accept-encoding", "range", "if-range"]);
 /** Headers the upstream may send that never reach the client. */
 const RESPONSE_DROPPED = new Set(["tollgate-cost"]);
 
-/** The upstream's response headers for the client, without hop-by-hop ones. */
-export function clientResponseHeaders(upstream: IncomingHttpHeaders): Record<string, string | string[]> {
+/** Whether a header (lower case) is one the rules remove or set, in any spelling folded onto it. */
+function ruled(rules: HeaderRules, lower: string): boolean {
+  const folded = hasFoldedSpelling(lower) ? foldHeaderName(lower) : lower;
+  if (rules.remove.has(lower) || rules.remove.has(folded)) return true;
+  for (const [name] of rules.set) if (name === lower || name === folded) return true;
+  return false;
+}
+
+/**
+ * The upstream's response headers for the client, without hop-by-hop ones, with the route's
+ * `response_headers` applied (removed, then set).
+ */
+export function clientResponseHeaders(
+  upstream: IncomingHttpHeaders,
+  rules: HeaderRules = NO_HEADER_RULES,
+): Record<string, string | string[]> {
   const named = connectionTokens(upstream.connection);
   const out: Record<string, string | string[]> = {};
+  const apply = rules !== NO_HEADER_RULES;
   for (const name in upstream) {
     if (HOP_BY_HOP.has(name) || RESPONSE_DROPPED.has(name) || named?.has(name)) continue;
+    if (apply && ruled(rules, name)) continue;
     const value = upstream[name];
     if (value !== undefined) out[name] = value;
   }
+  if (apply) for (const [name, value] of rules.set) out[name] = value;
   out.via = upstream.via ? `${upstream.via}, ${VIA}` : VIA;
   return out;
 }
@@ -251,13 +275,14 @@ export function writeUpstreamHead(
   status: number,
   upstream: IncomingHttpHeaders,
   gateway: Readonly<Record<string, string>>,
+  rules: HeaderRules = NO_HEADER_RULES,
 ): void {
-  const out = clientResponseHeaders(upstream);
+  const out = clientResponseHeaders(upstream, rules);
   for (const name in gateway) out[name] = gateway[name]!;
   try {
     res.writeHead(status, out);
   } catch {
-    const plain = clientResponseHeaders(upstream);
+    const plain = clientResponseHeaders(upstream, rules);
     if (gateway.connection !== undefined) plain.connection = gateway.connection;
     res.writeHead(status, plain);
   }

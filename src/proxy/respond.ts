@@ -1,10 +1,12 @@
 // Every answer the gateway gives itself (refusals, 429, 503, 500), each a problem from the table
 // (http/problem.ts), and the one place a request ends: counted once and logged in one line.
-import { problemFor, sendProblem } from "../http/problem.js";
+import { problemCode, problemFor, sendProblem } from "../http/problem.js";
+import { type RefusedFor, sendProviderError } from "../http/provider-error.js";
 import { ceilSeconds, rateLimitHeaders } from "../http/ratelimit-headers.js";
 import { answeringBeforeBody } from "../http/unread-body.js";
 import { reservedUnits } from "../limits/budget-reservation.js";
 import type { DegradedReason, DeniedDecision } from "../limits/decision.js";
+import { isBudget } from "../limits/spec.js";
 import { quantity } from "../limits/units.js";
 import type { RequestDecision } from "../observability/metrics.js";
 import type { ProxyEnv, Refusal, RequestContext } from "./context.js";
@@ -24,10 +26,30 @@ export function refuse(env: RespondEnv, ctx: RequestContext, refusal: Refusal): 
   if (refusal.headers) Object.assign(headers, refusal.headers);
   const problem = problemFor(refusal.code, refusal.detail);
   if (refusal.retryAfterSeconds !== undefined) {
-    headers["retry-after"] = String(refusal.retryAfterSeconds);
+    retryHints(ctx, headers, refusal.retryAfterSeconds * 1000);
     problem.retry_after_seconds = refusal.retryAfterSeconds;
   }
-  answer(env, ctx, refusal.decision, problem, headers);
+  answer(
+    env,
+    ctx,
+    refusal.decision,
+    problem,
+    headers,
+    refusal.code === "quota_exceeded" ? "rate" : undefined,
+  );
+}
+
+/**
+ * Retry-After (whole seconds, at least 1), `retry-after-ms` (the exact wait, which the OpenAI
+ * and Anthropic SDKs read first), and `x-should-retry: false` once the wait is longer than
+ * `retry_hint_max`: those SDKs sleep the whole Retry-After before retrying, with no cap of their
+ * own (a spent daily budget left `openai` asleep for 23 hours), and read that header as "do not".
+ */
+function retryHints(ctx: RequestContext, headers: Record<string, string>, waitMs: number): void {
+  const ms = Math.max(0, Math.ceil(waitMs));
+  headers["retry-after"] = String(ceilSeconds(ms, 1));
+  headers["retry-after-ms"] = String(ms);
+  if (ms > ctx.gen.runtime.retryHintMaxMs) headers["x-should-retry"] = "false";
 }
 
 /** From this wait on, a 429 also names the instant it ends (`retry_at`). */
@@ -38,7 +60,7 @@ export function tooMany(env: RespondEnv, ctx: RequestContext, decision: DeniedDe
   const headers = ctx.responseHeaders;
   const retryAfter = ceilSeconds(decision.retryAfterMs, 1);
   rateLimitHeaders(decision.applied, ctx.gen.runtime.headerStyles, env.clock.now(), headers);
-  headers["retry-after"] = String(retryAfter);
+  retryHints(ctx, headers, decision.retryAfterMs);
   const violated = decision.violated;
   let described = "";
   const names: string[] = [];
@@ -76,13 +98,17 @@ export function tooMany(env: RespondEnv, ctx: RequestContext, decision: DeniedDe
   problem["violated-policies"] = names;
   problem.retry_after_seconds = retryAfter;
   if (retryAt) problem.retry_at = retryAt;
-  answer(env, ctx, "limited", problem, headers);
+  // A budget, or a calendar quota, is spent until it resets; anything else is a rate.
+  const quota = violated.some(
+    (v) => isBudget(v.spec) || (v.spec.algorithm === "fixed_window" && v.spec.calendar),
+  );
+  answer(env, ctx, "limited", problem, headers, quota ? "quota" : "rate");
 }
 
 /** The store cannot decide and the route fails closed: 503, retry in a second. */
 export function unavailable(env: RespondEnv, ctx: RequestContext, reason: DegradedReason): void {
   const headers = ctx.responseHeaders;
-  headers["retry-after"] = "1";
+  retryHints(ctx, headers, 1000);
   const problem = problemFor(
     "temporary_reduced_capacity",
     `Rate limits cannot be checked right now (${DEGRADED_WHY[reason]}), and this route fails closed. Retry shortly.`,
@@ -111,12 +137,16 @@ function answer(
   decision: RequestDecision,
   problem: ReturnType<typeof problemFor>,
   headers: Record<string, string>,
+  refused?: RefusedFor,
 ): void {
   ctx.decision = decision;
   ctx.status = problem.status;
   // Answered before its body was read (a 401, a 429): at most a short body is read after it.
   answeringBeforeBody(ctx.req, ctx.res, headers);
-  sendProblem(ctx.res, problem, headers);
+  // On an AI route, in the provider's shape: its SDKs read that, and not problem+json.
+  const format = ctx.route?.ai?.format;
+  if (format) sendProviderError(ctx.res, format, problem, problemCode(problem), headers, refused);
+  else sendProblem(ctx.res, problem, headers);
   complete(env, ctx);
 }
 

@@ -4,8 +4,11 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Dispatcher } from "undici";
+import type { AiFormat } from "../ai/settings.js";
 import type { CompiledRoute, CompiledUpstream } from "../config/compile.js";
-import { type Problem, problemFor, sendProblem } from "../http/problem.js";
+import type { HeaderRules } from "../http/header-rules.js";
+import { type Problem, problemCode, problemFor, sendProblem } from "../http/problem.js";
+import { sendProviderError } from "../http/provider-error.js";
 import { startExchangeDeadline } from "./exchange-deadline.js";
 import { writeUpstreamHead } from "./headers.js";
 import { mayRetry, targetFailure } from "./retry.js";
@@ -70,6 +73,10 @@ export interface ForwardRequest {
   body?: Buffer | undefined;
   /** Added to the client response (rate-limit headers, request id). */
   responseHeaders: Record<string, string>;
+  /** The route's `response_headers`, applied to the upstream's. */
+  responseRules?: HeaderRules | undefined;
+  /** An AI route's format: its failures are answered in the provider's error shape. */
+  errorFormat?: AiFormat | undefined;
   /** Largest request body in bytes, counted while streaming (route max_body). */
   maxBody?: number;
   handler: ForwardHandler;
@@ -237,7 +244,7 @@ export function streamUpstream(f: ForwardRequest): void {
       // Any status is an answer: the target is up (passive health counts no 5xx).
       target.health.succeeded();
       if (attempt > 1) f.targets.retried("success");
-      const writeHead = () => writeUpstreamHead(res, statusCode, headers, f.responseHeaders);
+      const writeHead = () => writeUpstreamHead(res, statusCode, headers, f.responseHeaders, f.responseRules);
       if (f.handler.onResponseEnd) lengthLeft = declaredLength(headers["content-length"]);
       const hold = f.handler.onResponseHead(headers, statusCode);
       if (!hold) {
@@ -294,13 +301,11 @@ export function streamUpstream(f: ForwardRequest): void {
       res.off("close", onClientClose);
       // The rest of the body is never read: close the connection after the answer.
       f.responseHeaders.connection = "close";
-      sendProblem(
-        res,
+      answerWith(
         problemFor(
           "body_too_large",
           `the request body is larger than ${f.maxBody} bytes, this route's max_body`,
         ),
-        f.responseHeaders,
       );
       finish({ status: 413 });
       return;
@@ -319,8 +324,15 @@ export function streamUpstream(f: ForwardRequest): void {
       return;
     }
     const problem = upstreamProblem(failure, f.upstream, f.route);
-    sendProblem(res, problem, f.responseHeaders);
+    answerWith(problem);
     finish({ status: problem.status, failure });
+  }
+
+  /** A problem of the gateway's, in the provider's error shape on an AI route. */
+  function answerWith(problem: Problem): void {
+    if (f.errorFormat)
+      sendProviderError(res, f.errorFormat, problem, problemCode(problem), f.responseHeaders);
+    else sendProblem(res, problem, f.responseHeaders);
   }
 
   /**

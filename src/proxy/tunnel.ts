@@ -9,6 +9,7 @@ import { request as httpsRequest } from "node:https";
 import type { Socket } from "node:net";
 import type { CompiledUpstream } from "../config/compile.js";
 import { tlsConnectOptions } from "../config/upstream-tls.js";
+import type { HeaderRules } from "../http/header-rules.js";
 import { problemFor, sendProblem } from "../http/problem.js";
 import { startExchangeDeadline } from "./exchange-deadline.js";
 import { clientResponseHeaders, writeUpstreamHead } from "./headers.js";
@@ -47,6 +48,8 @@ export interface TunnelRequest {
    * idleTimeoutMs applies.
    */
   route: RouteTimeouts;
+  /** The route's `response_headers`, applied to the upstream's. */
+  responseRules?: HeaderRules | undefined;
   /** Upstream request headers (hygiene applied); Upgrade and Connection are added here. */
   headers: string[];
   responseHeaders: Record<string, string>;
@@ -157,7 +160,7 @@ export function tunnel(t: TunnelRequest, tried: readonly Target[] = [], target =
       finish({ status: problem.status, failure: "error" });
       return;
     }
-    const out = clientResponseHeaders(upRes.headers);
+    const out = clientResponseHeaders(upRes.headers, t.responseRules);
     for (const name in t.responseHeaders) out[name] = t.responseHeaders[name]!;
     out.connection = "Upgrade";
     out.upgrade = "websocket";
@@ -208,7 +211,7 @@ export function tunnel(t: TunnelRequest, tried: readonly Target[] = [], target =
     t.socket.off("close", onClientGone);
     t.responseHeaders.connection = "close";
     relayed = upRes.statusCode ?? 502;
-    writeUpstreamHead(t.res, upRes.statusCode ?? 502, upRes.headers, t.responseHeaders);
+    writeUpstreamHead(t.res, upRes.statusCode ?? 502, upRes.headers, t.responseHeaders, t.responseRules);
     upRes.pipe(t.res);
     upRes.on("end", () => finish({ status: upRes.statusCode ?? 502 }));
     upRes.on("error", () => {

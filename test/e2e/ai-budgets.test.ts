@@ -524,7 +524,9 @@ describe("config/examples/ai-endpoints.yaml", () => {
     expect(sent).toHaveLength(7);
     expect(sent[6]).toBeLessThan(4096);
     expect(sent[6]).toBeGreaterThanOrEqual(64);
-    expect(denied!.json()["violated-policies"]).toEqual(["team.openai"]);
+    expect(denied!.json<{ error: Record<string, unknown> }>().error["violated-policies"]).toEqual([
+      "team.openai",
+    ]);
     // A token bucket refills: the wait is seconds, not the month.
     expect(Number(denied!.headers["retry-after"])).toBeLessThanOrEqual(60);
     expect(denied!.headers.ratelimit).toContain('"team.openai";r=');

@@ -130,7 +130,9 @@ describe("reserve before, settle after", () => {
     expect(usage.limits["team.tenant"]!.tokens).toBe(3000 * admitted.length);
     expect(admitted.length).toBe(3);
     expect(usage.limits["team.tenant"]!.tokens).toBeLessThanOrEqual(10_000);
-    expect(refused[0]!.json().detail).toMatch(/team\.tenant.*left, and this request reserves/);
+    expect(refused[0]!.json<{ error: { message: string } }>().error.message).toMatch(
+      /team\.tenant.*left, and this request reserves/,
+    );
   });
 
   it("clamp: the request that does not fit is forwarded with the output its budget can still hold", async () => {
@@ -235,7 +237,9 @@ describe("reserve before, settle after", () => {
     // The body's model has had its 2: whatever the header says, the third is refused.
     const third = await ask("cheap");
     expect(third.status).toBe(429);
-    expect(third.json()["violated-policies"]).toEqual(["models.chat"]);
+    expect(third.json<{ error: Record<string, unknown> }>().error["violated-policies"]).toEqual([
+      "models.chat",
+    ]);
     const usage = await usageOf("model");
     // 2 × (1000 × $30 + 1000 × $60) / 1M = $0.18, not the cheap model's $0.00004.
     expect(usage.limits["models.tenant"]!.usd).toBe(0.18);

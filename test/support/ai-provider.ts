@@ -60,7 +60,10 @@ export interface FakeProvider {
   requests: ProviderRequest[];
   /** What each request gets (set per test; default: the defaults above). */
   behave: (r: ProviderRequest) => Behaviour;
-  /** Every request must carry `Authorization: Bearer <this>` (401 otherwise); undefined: none needed. */
+  /**
+   * Every request must carry this key (401 otherwise): `Authorization: Bearer <key>` for OpenAI's
+   * APIs, `x-api-key: <key>` for Anthropic's; undefined: none needed.
+   */
   requireKey: string | undefined;
   /** Tokens generated in all: what the provider would bill. */
   generated(which?: (r: ProviderRequest) => boolean): number;
@@ -121,10 +124,11 @@ export async function startFakeProvider(): Promise<FakeProvider> {
         outcome: Promise.resolve("ended"),
       };
       requests.push(r);
-      if (
-        provider.requireKey !== undefined &&
-        req.headers.authorization !== `Bearer ${provider.requireKey}`
-      ) {
+      // As the providers do: Anthropic's key in x-api-key, OpenAI's as a bearer token.
+      const anthropic = r.api === "message" || r.api === "count";
+      const presented = anthropic ? req.headers["x-api-key"] : req.headers.authorization;
+      const wanted = anthropic ? provider.requireKey : `Bearer ${provider.requireKey}`;
+      if (provider.requireKey !== undefined && presented !== wanted) {
         errorAnswer(res, 401, "invalid_request_error", "Incorrect API key provided", r.api);
         return;
       }

@@ -118,11 +118,16 @@ describe("docs/configuration.md", () => {
       "admin.tokens[].name",
       "admin.tokens[].token",
       "admin.tokens[].scope",
+      // A map's entries need their values: each header set is given one.
+      "upstreams.<name>.request_headers.set.<name>",
+      "upstreams.<name>.response_headers.set.<name>",
       "clients[].id",
       "clients[].plan",
       "routes[].name",
       "routes[].match.path",
       "routes[].upstream",
+      "routes[].request_headers.set.<name>",
+      "routes[].response_headers.set.<name>",
       "models.<name>.input",
       "models.<name>.output",
     ]);

@@ -268,3 +268,66 @@ describe("complete", () => {
     expect(await counter(env, "tollgate_requests_total", { decision: "allowed" })).toBe(1);
   });
 });
+
+describe("refusals the SDKs understand (issue 30)", () => {
+  const aiRt = (format: string) =>
+    runtimeOf(`
+store: { url: "memory://" }
+upstreams: { api: "http://127.0.0.1:1" }
+retry_hint_max: 60s
+routes:
+  - { name: chat, match: { path: /api }, upstream: api, ai: { format: ${format} } }
+`);
+  const budget: LimitSpec = {
+    algorithm: "fixed_window",
+    name: "team.tenant",
+    limit: 1000,
+    windowMs: 30 * 86_400_000,
+    calendar: { unit: "month", tz: "UTC" },
+    unit: "tokens",
+  };
+  const denied = (spec: LimitSpec, retryAfterMs: number): DeniedDecision => {
+    const a = {
+      limit: compiledLimit(spec, 0.5),
+      spec,
+      outcome: { allowed: false, remaining: 0, resetMs: retryAfterMs, retryAfterMs },
+    };
+    return { kind: "denied", applied: [a], violated: [a], retryAfterMs };
+  };
+  const answered = (format: string, decision: DeniedDecision) => {
+    const { env, res, ctx } = setup(aiRt(format));
+    ctx.route = ctx.gen.runtime.routeList[0]!;
+    tooMany(env, ctx, decision);
+    return res;
+  };
+
+  it("a spent budget on an OpenAI route: the OpenAI error shape, insufficient_quota, and do not retry", () => {
+    const res = answered("openai", denied(budget, 86_400_000));
+    expect(res.statusCode).toBe(429);
+    expect(res.headers["content-type"]).toBe("application/json");
+    expect(res.headers["x-should-retry"]).toBe("false");
+    expect(res.headers["retry-after-ms"]).toBe("86400000");
+    const error = res.json().error as Record<string, unknown>;
+    expect(error).toMatchObject({ type: "insufficient_quota", code: "insufficient_quota", param: null });
+    expect(error.message).toMatch(/"team\.tenant" allows 1000 tokens per calendar month/);
+    expect(error["violated-policies"]).toEqual(["team.tenant"]);
+  });
+
+  it("a short rate: rate_limit_exceeded, and the exact wait without x-should-retry", () => {
+    const rate: LimitSpec = { algorithm: "token_bucket", name: "team.chat", burst: 1, intervalMs: 1000 };
+    const res = answered("responses", denied(rate, 1200));
+    expect(res.headers["x-should-retry"]).toBeUndefined();
+    expect(res.headers["retry-after-ms"]).toBe("1200");
+    expect(res.headers["retry-after"]).toBe("2");
+    expect(res.json().error).toMatchObject({ type: "rate_limit_exceeded", code: "rate_limit_exceeded" });
+  });
+
+  it("Anthropic's shape on an Anthropic route, problem+json elsewhere", () => {
+    const res = answered("anthropic", denied(budget, 86_400_000));
+    expect(res.json()).toMatchObject({ type: "error", error: { type: "rate_limit_error" } });
+    const { env, res: plain, ctx } = setup();
+    tooMany(env, ctx, denied(budget, 86_400_000));
+    expect(plain.headers["content-type"]).toBe("application/problem+json");
+    expect(plain.headers["x-should-retry"]).toBe("false");
+  });
+});
