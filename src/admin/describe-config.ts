@@ -106,6 +106,24 @@ export function describeConfig(rt: Runtime) {
     plans: describePlans(rt.config.plans),
     // Money budgets' prices, dollars per million tokens, as written.
     models: rt.config.models ?? null,
+    // Where alerts go, by name only: a receiver's URL and secret are secrets.
+    alerts: {
+      thresholds: rt.alerts.thresholds.map((t) => `${Math.round(t * 10_000) / 100}%`),
+      webhooks: rt.alerts.webhooks.map((w) => ({
+        name: w.label,
+        events: [...w.events],
+        url: "set",
+        secret: "set",
+        timeout: formatDuration(w.timeoutMs),
+      })),
+      tenants: [...rt.alerts.tenants.values()].map((t) => ({ tenant: t.id.slice(7), events: [...t.events] })),
+      retry: {
+        first: formatDuration(rt.alerts.retry.firstMs),
+        max_delay: formatDuration(rt.alerts.retry.maxDelayMs),
+        max_attempts: rt.alerts.retry.maxAttempts,
+      },
+      queue: rt.alerts.queueMax,
+    },
     clients: rt.config.clients.map((c) => ({
       id: c.id,
       plan: c.plan,

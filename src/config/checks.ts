@@ -17,6 +17,7 @@ import { normalizeTarget } from "../routing/normalize.js";
 import { parseUsageFields } from "../usage/fields.js";
 import { checkAdminTokens } from "./admin-tokens.js";
 import { checkAiConfig } from "./ai-checks.js";
+import { checkAlerts } from "./alert-checks.js";
 import { ANONYMOUS_PLAN, hasTokenBudgets } from "./compile.js";
 import type { PathSegment } from "./document.js";
 import { checkHeaderRules } from "./header-checks.js";
@@ -144,6 +145,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   checkRouteCharges(config, add, warn);
   checkAiConfig(config, add, warn);
   checkHeaderRules(config, add);
+  checkAlerts(config, add, warn);
 
   const planNames = Object.keys(config.plans);
   const routeNameList = [...routeNames];

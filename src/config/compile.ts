@@ -4,6 +4,7 @@
 import { createHash } from "node:crypto";
 import { PriceTable } from "../ai/prices.js";
 import type { AiSettings } from "../ai/settings.js";
+import { type AlertSettings, compileAlerts } from "../alerts/settings.js";
 import { type HeaderRules, mergeHeaderRules, type WrittenHeaderRules } from "../http/header-rules.js";
 import { CidrSet, parseCidr } from "../identity/ip.js";
 import type { JwtVerifier } from "../identity/jwt.js";
@@ -192,8 +193,8 @@ export interface Runtime {
   readonly retryHintMaxMs: number;
   /** `models`: the prices money budgets charge; undefined: none configured. */
   readonly prices: PriceTable | undefined;
-  /** calendar.alert_at: the share of a calendar budget that alerts once per period; undefined: off. */
-  readonly budgetAlertAt: number | undefined;
+  /** Budget alerts: thresholds, webhooks, the tenants' own URLs, retries (src/alerts/settings.ts). */
+  readonly alerts: AlertSettings;
   /** The operator API: the tokens it accepts (admin-tokens.ts) and how long its audit log keeps an entry. */
   readonly admin: { readonly tokens: readonly AdminToken[]; readonly auditRetentionMs: number };
   readonly store: {
@@ -736,7 +737,7 @@ export function compileRuntime(
     tokenBudgets: hasTokenBudgets(config),
     prices: config.models === undefined ? undefined : new PriceTable(config.models),
     retryHintMaxMs: config.retry_hint_max,
-    budgetAlertAt: config.calendar.alert_at === false ? undefined : config.calendar.alert_at,
+    alerts: compileAlerts(config.alerts, config.tenants, config.calendar.alert_at),
     admin: { tokens: compileAdminTokens(config.admin), auditRetentionMs: config.admin.audit_retention },
     store: {
       url: config.store.url ?? (config.store.cluster ? "redis-cluster://" : "redis-sentinel://"),

@@ -60,6 +60,10 @@ const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
   max_body: "size",
   error_rate: "percentage",
   alert_at: "percentage",
+  thresholds: "percentage",
+  first: "duration",
+  max_delay: "duration",
+  alert_timeout: "duration",
 };
 
 /** Top-level keys written as a string or a mapping, whose mapping keys are listed too. */
@@ -149,6 +153,14 @@ const EXAMPLES: Record<string, string> = {
   "admin.tokens[].token": "${OPS_TOKEN}",
   "admin.tokens[].scope": "read",
   "identity.trusted_proxies": '[127.0.0.1/32, "::1/128", 10.0.0.0/8]',
+  "alerts.thresholds": "[50%, 80%, 100%]",
+  "alerts.webhooks[].name": "billing",
+  "alerts.webhooks[].url": "https://hooks.example.com/tollgate",
+  "alerts.webhooks[].secret": "${ALERT_SECRET}",
+  "alerts.webhooks[].events": "[budget.threshold, budget.exhausted, budget.reset]",
+  "tenants.<name>.alert_url": "https://acme.example.com/tollgate-alerts",
+  "tenants.<name>.alert_secret": "${ACME_ALERT_SECRET}",
+  "tenants.<name>.alert_events": "[budget.exhausted]",
 };
 
 interface Row {

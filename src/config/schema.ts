@@ -461,6 +461,113 @@ export const headerSafeName = (what: string, header: string) =>
     `${what} may only hold letters, digits and . _ ~ @ + = : - / (1 to 256 of them): it is sent to the upstream in ${header}`,
   );
 
+export const ALERT_EVENT_NAMES = ["budget.threshold", "budget.exhausted", "budget.reset"] as const;
+/** What a webhook gets unless it names its events. */
+export const DEFAULT_ALERT_EVENTS = ["budget.threshold", "budget.exhausted"] as const;
+
+const alertEvents = z
+  .array(z.enum(ALERT_EVENT_NAMES, { error: `expected one of ${ALERT_EVENT_NAMES.join(", ")}` }))
+  .min(1, "name at least one event, or remove the webhook")
+  .optional();
+
+/** A receiver's deadline: below the queue's lease, so a slow one is never sent twice at once. */
+const alertTimeout = () =>
+  duration()
+    .refine((ms) => ms >= 100 && ms <= 20_000, "a webhook's timeout is between 100ms and 20s")
+    .default(5000);
+
+const alertUrl = () =>
+  z.url({ protocol: /^https?$/, error: "expected the receiver's http:// or https:// URL" });
+
+const alertSecret = () =>
+  z
+    .string({ error: "expected the secret deliveries are signed with (HMAC-SHA256), e.g. ${ALERT_SECRET}" })
+    .min(1, "the secret is empty: the variable it comes from is probably unset");
+
+const webhookSchema = z.strictObject({
+  name: z
+    .string({ error: "expected the webhook's name" })
+    .regex(/^[A-Za-z0-9_-]{1,64}$/, "a webhook's name is letters, digits, _ and - (1 to 64)")
+    .describe("the webhook's name in metrics and logs (its URL is never shown)"),
+  url: alertUrl().describe("where deliveries are POSTed; treated as a secret (never logged or shown)"),
+  secret: alertSecret().describe(
+    'signs each delivery: Tollgate-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">',
+  ),
+  events: alertEvents.describe(
+    "which events it gets: budget.threshold, budget.exhausted, budget.reset (default the first two)",
+  ),
+  timeout: alertTimeout().describe(
+    "how long one delivery waits for the receiver's answer (default 5s, at most 20s)",
+  ),
+});
+
+const alertsSchema = z
+  .strictObject({
+    thresholds: z
+      .array(percent())
+      .min(1, "name at least one threshold, or leave thresholds out")
+      .max(20, "at most 20 thresholds")
+      .refine((t) => t.every((share) => share > 0 && share <= 1), "a threshold is above 0% and at most 100%")
+      .optional()
+      .describe(
+        "shares of a calendar budget whose crossing is an alert (budget.threshold), once per caller, budget, period and threshold (default [calendar.alert_at])",
+      ),
+    webhooks: z.array(webhookSchema).default([]).describe("receivers of every caller's alerts"),
+    retry: z
+      .strictObject({
+        first: duration()
+          .refine((ms) => ms >= 100, "wait at least 100ms before the first retry")
+          .default(1000)
+          .describe("the wait before a failed delivery's first retry, doubling each time (default 1s)"),
+        max_delay: duration()
+          .refine((ms) => ms >= 1000, "a retry's wait is at least 1s")
+          .default(300_000)
+          .describe("the longest wait between two tries (default 5m)"),
+        max_attempts: z
+          .number()
+          .int()
+          .min(1)
+          .max(100)
+          .default(20)
+          .describe("tries of one delivery before it is dropped and counted (default 20: about an hour)"),
+      })
+      .prefault({})
+      .describe("how failed deliveries are tried again (any answer but 2xx, or none in time)"),
+    queue: z
+      .number()
+      .int()
+      .min(100)
+      .max(1_000_000)
+      .default(10_000)
+      .describe(
+        "deliveries waiting at most, in the store's Redis; past it a new one is dropped and counted (default 10000)",
+      ),
+  })
+  .prefault({})
+  .describe("budget alerts: which shares of a calendar budget alert, and where alerts are delivered");
+
+const tenantSchema = z
+  .strictObject({
+    alert_url: alertUrl()
+      .optional()
+      .describe(
+        "where this tenant's own alerts are POSTed, beside the webhooks; a secret like a webhook's URL",
+      ),
+    alert_secret: alertSecret().optional().describe("signs this tenant's deliveries (needed with alert_url)"),
+    alert_events: alertEvents.describe(
+      "which events the tenant gets (default budget.threshold, budget.exhausted)",
+    ),
+    alert_timeout: alertTimeout().describe("how long one delivery waits for the receiver (default 5s)"),
+  })
+  .superRefine((t, ctx) => {
+    if (t.alert_url !== undefined && t.alert_secret === undefined)
+      ctx.addIssue({
+        code: "custom",
+        path: ["alert_url"],
+        message: "alert_url needs alert_secret, the secret its deliveries are signed with",
+      });
+  });
+
 export const clientSchema = z.strictObject({
   id: headerSafeName("a client id", "Tollgate-Client")
     .refine((id) => !id.toLowerCase().startsWith("jwt:"), {
@@ -817,7 +924,7 @@ export const configSchema = z
             "alert_at is a share of the budget: above 0% and at most 100%",
           )
           .describe(
-            "share of a calendar budget past which its caller is logged and counted in tollgate_budget_alerts_total, once per period (default 80%; false: never)",
+            "share of a calendar budget whose crossing is a budget alert (logged, counted in tollgate_budget_alerts_total, delivered to alerts.webhooks), once per caller, budget and period, when alerts.thresholds is not set (default 80%; false: no alerts)",
           ),
       })
       .prefault({})
@@ -836,6 +943,11 @@ export const configSchema = z
       .describe(
         "the price table of money budgets (unit: usd): per model name as requests write it (* matches any run of characters; the most specific pattern wins; <model>@<tier> for a service_tier such as priority, without which a request asking for a dearer tier is refused), and default for the rest; dollars per million tokens",
       ),
+    alerts: alertsSchema,
+    tenants: z
+      .record(headerSafeName("a tenant", "Tollgate-Tenant"), tenantSchema)
+      .optional()
+      .describe("per tenant (the clients' tenant): where its own budget alerts are delivered"),
     usage: z
       .strictObject({
         retention: duration()

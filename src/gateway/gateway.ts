@@ -5,6 +5,7 @@ import type { Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Logger } from "pino";
 import { createAdminHandler } from "../admin/server.js";
+import type { Alerts } from "../alerts/alerts.js";
 import type { Runtime } from "../config/compile.js";
 import type { ListenerTls } from "../config/listener-tls.js";
 import { loadConfigFile } from "../config/load.js";
@@ -37,6 +38,7 @@ import {
 import { type ReloadResult, type ReloadTrigger, runtimeOf } from "./reload-decision.js";
 import { finishInFlight } from "./shutdown.js";
 import {
+  createAlerts,
   createAudit,
   createChanges,
   createLocalFallbackStore,
@@ -75,6 +77,8 @@ export class Gateway {
   private readonly store: Store;
   /** Tokens and requests per caller and period, beside the store; outlives reloads. */
   private readonly usage: UsageLedger;
+  /** Budget alerts: raised by requests, delivered by every instance from the store's queue. */
+  private readonly alerts: { alerts: Alerts; close: () => Promise<void> };
   /** Every write made through the admin API, beside the store; outlives reloads. */
   private readonly audit: AuditLog;
   /** How this instance learns of every instance's runtime changes (keys, overrides). */
@@ -137,6 +141,13 @@ export class Gateway {
       this.metrics,
       this.storeErrors,
     );
+    this.alerts = createAlerts(
+      created.ledger,
+      () => this.generations.current.runtime,
+      logger,
+      this.metrics,
+      this.storeErrors,
+    );
     this.audit = createAudit(
       created.ledger,
       () => this.generations.current.runtime,
@@ -170,6 +181,7 @@ export class Gateway {
     this.generations = new Generations(runtime, {
       store: this.store,
       usage: this.usage,
+      alerts: this.alerts.alerts,
       local: this.localStore,
       pools: this.pools,
       metrics: this.metrics,
@@ -202,6 +214,8 @@ export class Gateway {
     await gateway.overrides.start();
     const role = options.role ?? "all";
     await gateway.listen({ ...PROXY_SERVER_OPTIONS, ...options.serverOptions }, role, options.metricsText);
+    // Every instance sends what is due, whichever instance queued it; the primary of workers too.
+    gateway.alerts.alerts.start();
     // Workers reload when their primary says so; only one process watches the file.
     if (options.watch !== false && role !== "worker") gateway.generations.watch();
     return gateway;
@@ -355,6 +369,8 @@ export class Gateway {
     }
     admin?.closeAllConnections();
     await this.generations.current.limiter.close();
+    await this.alerts.alerts.stop();
+    await this.alerts.close();
     this.overrides.stop();
     await this.changes.stop();
     await this.store.close();

@@ -3,6 +3,7 @@
 // (reload-decision.ts) and swaps the whole generation by one assignment: a request reads it once
 // and keeps it to its end, so it never sees one half of a reload.
 import type { Logger } from "pino";
+import type { Alerts } from "../alerts/alerts.js";
 import type { Runtime } from "../config/compile.js";
 import { loadConfigFileOffThread } from "../config/load.js";
 import { formatProblem } from "../config/problems.js";
@@ -43,6 +44,8 @@ export interface GenerationDeps {
   store: Store;
   /** The usage ledger (src/usage/); like the store it outlives generations, each exposing it as `usage`. */
   usage: UsageLedger;
+  /** Budget alerts (src/alerts/); they outlive generations, each exposing them as `alerts`. */
+  alerts?: Pick<Alerts, "raise"> | undefined;
   /** The local fallback's store; it outlives generations so an outage keeps its counting. */
   local: LocalDecider;
   pools: UpstreamPools;
@@ -83,7 +86,8 @@ export class Generations {
       denyCache: this.deps.store.kind === "redis",
       overrides: this.deps.overrides?.forRuntime(overrideContext(runtime)),
     });
-    return Object.freeze({ runtime, limiter, usage: this.deps.usage });
+    const alerts = this.deps.alerts;
+    return Object.freeze({ runtime, limiter, usage: this.deps.usage, ...(alerts ? { alerts } : {}) });
   }
 
   /**

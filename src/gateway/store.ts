@@ -2,6 +2,9 @@
 // cluster or sentinel), and a shared store gets the breaker in front of it, wired to the logs
 // and the breaker metric. Adding a store adds its branch here.
 import type { Logger } from "pino";
+import { Alerts } from "../alerts/alerts.js";
+import { createSender } from "../alerts/deliver.js";
+import { MemoryAlertQueue, RedisAlertQueue } from "../alerts/queue.js";
 import type { Runtime } from "../config/compile.js";
 import { StoreError } from "../errors.js";
 import { BreakerStore } from "../limits/breaker.js";
@@ -138,6 +141,43 @@ export function createUsage(
     settings: () => usageSettings(runtime()),
     onError: storeFailureReporter({ logger, metrics, errors }, "usage not recorded", "records_lost"),
   });
+}
+
+/**
+ * Budget alerts (src/alerts/): their queue beside the ledger (the store's Redis, or in-process for
+ * memory://) and a sender of their own. A queue call the store failed is counted in
+ * tollgate_store_errors_total{reason} and logged as the ledger's failures are.
+ */
+export function createAlerts(
+  ledger: LedgerStore,
+  runtime: () => Runtime,
+  logger: Logger,
+  metrics: Metrics,
+  errors: StoreErrors,
+): { alerts: Alerts; close: () => Promise<void> } {
+  const max = () => runtime().alerts.queueMax;
+  const queue =
+    ledger.kind === "redis"
+      ? new RedisAlertQueue({
+          client: ledger.client,
+          prefix: () => runtime().store.prefix,
+          max,
+          timeoutMs: ledger.timeoutMs,
+        })
+      : new MemoryAlertQueue(max);
+  const sender = createSender();
+  const alerts = new Alerts({
+    queue,
+    settings: () => runtime().alerts,
+    send: sender.send,
+    logger,
+    metrics,
+    onError: storeFailureReporter(
+      { logger, metrics, errors },
+      "budget alerts: the alert queue failed; retrying",
+    ),
+  });
+  return { alerts, close: sender.close };
 }
 
 /** What the audit log reads from a runtime: the store's prefix and admin.audit_retention. */

@@ -16,6 +16,8 @@ export interface AppliedLimit {
   /** `limit.spec`. */
   spec: LimitSpec;
   outcome: LimitOutcome;
+  /** The store key it was checked under (what names one caller's budget); absent in hand-made decisions. */
+  key?: string;
 }
 
 /** Whether a store call landed; a failed release or post-charge is reported, never thrown. */

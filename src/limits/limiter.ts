@@ -362,7 +362,7 @@ function toDecision(
     if (!binds(limit, caller)) continue;
     // The local fallback decided by each limit's local share: the answer describes that share.
     const facts = degraded ? limit.local : limit;
-    applied.push({ limit: facts, spec: facts.spec, outcome: decision.outcomes[j]! });
+    applied.push({ limit: facts, spec: facts.spec, outcome: decision.outcomes[j]!, key: checks[j]!.key });
     j++;
   }
   if (decision.allowed) {

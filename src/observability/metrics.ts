@@ -54,8 +54,10 @@ export class Metrics {
   private readonly chargedChildren = new Map<string, { inc(units: number): void }>();
   private readonly usageUnreported: Counter<"route" | "reason">;
   private readonly unreportedChildren = new Map<string, { inc(): void }>();
-  /** Callers passing `calendar.alert_at` of a calendar budget, once per caller, limit and period. */
-  readonly budgetAlerts: Counter<"limit">;
+  /** Budget alert events raised (alerts.thresholds, budgets spent), once per caller, limit, period and threshold. */
+  readonly budgetAlerts: Counter<"limit" | "event">;
+  /** Alert deliveries by webhook (`tenant` for the tenants' own) and result: sent, retried, dropped. */
+  readonly alertDeliveries: Counter<"target" | "result">;
   private readonly settlements: Counter<"route" | "outcome">;
   private readonly settlementChildren = new Map<string, { inc(): void }>();
   private readonly overrun: Counter<"route" | "unit">;
@@ -161,8 +163,14 @@ export class Metrics {
     });
     this.budgetAlerts = new Counter({
       name: "tollgate_budget_alerts_total",
-      help: "Callers that passed calendar.alert_at of a calendar budget, counted once per caller, limit and period.",
-      labelNames: ["limit"],
+      help: "Budget alert events raised, by limit and event: budget.threshold (a share of alerts.thresholds, else calendar.alert_at, passed), budget.exhausted (the budget spent, or a request refused by it); once per caller, limit, period and threshold across every instance.",
+      labelNames: ["limit", "event"],
+      registers: [this.registry],
+    });
+    this.alertDeliveries = new Counter({
+      name: "tollgate_alert_deliveries_total",
+      help: "Alert deliveries by target (a webhook's name; tenant for the tenants' own URLs) and result: sent (a 2xx), retried (failed, tried again later), dropped (failed alerts.retry.max_attempts times, a target no longer configured, or the queue full).",
+      labelNames: ["target", "result"],
       registers: [this.registry],
     });
     this.keyLookups = new Counter({

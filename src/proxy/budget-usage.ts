@@ -1,15 +1,14 @@
 // What a request on a budgeted route leaves behind once it is charged (charge.ts): its usage in
-// the ledger (GET /admin/usage), and a budget alert when the request carried its budget past
-// `calendar.alert_at` of a calendar limit. Budgets are limits with `unit: tokens` and limits
-// with a calendar window; a request under none of them records nothing and costs nothing here.
-//
-// An alert is decided from what the store answered (used before and after this request's
-// units), so exactly one request crosses the threshold in the common case; two requests that
-// cross it together, or a gateway that restarts, would each alert again, so the crossing is
-// claimed once per budget key and period in the ledger (Redis SET NX across instances).
-import { periodAt, periodId } from "../limits/calendar.js";
-import type { AllowedDecision, AppliedLimit } from "../limits/decision.js";
+// the ledger (GET /admin/usage), and the budget alerts it raised (src/alerts/) when it carried a
+// calendar budget past a share of alerts.thresholds or spent it; a request a calendar budget
+// refused raises budget.exhausted. Budgets are limits with `unit: tokens`/`usd` and limits with a
+// calendar window; a request under none of them records nothing and costs nothing here.
+import type { BudgetCrossing } from "../alerts/alerts.js";
+import { type Crossing, crossings } from "../alerts/events.js";
+import { type CalendarUnit, periodAt, periodId } from "../limits/calendar.js";
+import type { AllowedDecision, AppliedLimit, DeniedDecision } from "../limits/decision.js";
 import { callerLabel } from "../limits/keys.js";
+import { usdOf } from "../limits/units.js";
 import type { ChargeResult } from "./charge.js";
 import type { Admitted, ProxyEnv } from "./context.js";
 
@@ -36,7 +35,7 @@ export function budgetReporter(
   return (result) => {
     const atMs = env.clock.now();
     recordUsage(env, ctx, decision, indices, result, atMs);
-    for (const i of indices) alertIfCrossed(env, ctx, decision, i, result, atMs);
+    for (const i of indices) alertIfCrossed(ctx, decision, i, result, atMs);
   };
 }
 
@@ -70,50 +69,83 @@ function recordUsage(
 }
 
 /**
- * The share of a calendar budget past which its caller is alerted, once per period: from the
- * config's calendar.alert_at (undefined: alerts are off).
+ * The events a charge made on calendar budget `i`: each share of alerts.thresholds it crossed,
+ * and budget.exhausted when it reached the quota (alerts/events.ts). Decided from what the store
+ * answered (used before and after this request's units), so one request crosses each in the
+ * common case; the queue's claim makes two that cross together, or a restart, raise it once.
  */
 function alertIfCrossed(
-  env: ReporterEnv,
   ctx: Admitted,
   decision: AllowedDecision,
   i: number,
   result: ChargeResult,
   atMs: number,
 ): void {
-  const charged = result.charged?.[i];
-  const share = ctx.gen.runtime.budgetAlertAt;
+  const alerts = ctx.gen.alerts;
+  const thresholds = ctx.gen.runtime.alerts.thresholds;
   const a = decision.applied[i]!;
-  const spec = a.spec;
-  if (share === undefined || spec.algorithm !== "fixed_window" || spec.calendar === undefined) return;
+  if (!alerts || thresholds.length === 0 || !isCalendar(a)) return;
   const quota = a.limit.quota;
-  const threshold = Math.max(1, Math.ceil(share * quota));
   // Used once admitted, and before: what this request took at admission is its check's cost.
   const admitted = quota - a.outcome.remaining;
   const before = admitted - decision.checks[i]!.cost;
   // An AI request's reservation was settled to what it used, not to what the store shows now.
   const used = result.used?.[i];
+  const charged = result.charged?.[i];
   const after = used !== undefined ? before + used : charged ? quota - charged.remaining : admitted;
-  if (!(before < threshold && after >= threshold)) return;
-  const { unit, tz } = spec.calendar;
-  const period = periodId(atMs, unit, tz);
-  const claim = ctx.gen.usage?.claimAlert?.(
-    `${decision.checks[i]!.key}:alert:${period}`,
-    periodAt(atMs, unit, tz).end,
-  );
-  void (claim ?? Promise.resolve(true)).then((first) => {
-    if (!first) return;
-    env.metrics.budgetAlerts.labels(spec.name).inc();
-    env.logger.warn(
-      {
-        caller: callerLabel(ctx.caller),
-        limit: spec.name,
-        period,
-        used: after,
-        quota,
-        alert_at: share,
-      },
-      `budget alert: "${spec.name}" passed ${Math.round(share * 100)} % of its ${quota} for ${period}`,
+  for (const crossing of crossings(thresholds, quota, before, after))
+    alerts.raise(budgetCrossing(ctx, a, decision.checks[i]!.key, after, crossing, atMs));
+}
+
+/**
+ * A calendar budget refused the request: it is spent for its caller this period, whether or not
+ * its last units were taken (a reservation larger than what is left is refused). Raised once;
+ * every later refusal is known to this instance and costs nothing.
+ */
+export function alertIfRefused(env: ReporterEnv, ctx: Admitted, decision: DeniedDecision): void {
+  const alerts = ctx.gen.alerts;
+  if (!alerts || ctx.gen.runtime.alerts.thresholds.length === 0) return;
+  for (const v of decision.violated) {
+    if (!isCalendar(v) || v.key === undefined) continue;
+    const used = v.limit.quota - v.outcome.remaining;
+    alerts.raise(
+      budgetCrossing(ctx, v, v.key, used, { event: "budget.exhausted", threshold: 1 }, env.clock.now()),
     );
-  });
+  }
+}
+
+/** The calendar of a budget counted per calendar period; undefined for every other limit. */
+function calendarOf(a: AppliedLimit): { unit: CalendarUnit; tz: string } | undefined {
+  return a.spec.algorithm === "fixed_window" ? a.spec.calendar : undefined;
+}
+
+const isCalendar = (a: AppliedLimit) => calendarOf(a) !== undefined;
+
+function budgetCrossing(
+  ctx: Admitted,
+  a: AppliedLimit,
+  budgetKey: string,
+  used: number,
+  crossing: Crossing,
+  atMs: number,
+): BudgetCrossing {
+  const spec = a.spec;
+  const { unit, tz } = calendarOf(a)!;
+  const end = periodAt(atMs, unit, tz).end;
+  const usd = spec.unit === "usd";
+  const caller = ctx.caller;
+  return {
+    budgetKey,
+    caller: callerLabel(caller),
+    tenant: caller.kind === "client" ? caller.tenant : undefined,
+    limit: spec.name,
+    unit: usd ? "usd" : spec.unit === "tokens" ? "tokens" : "requests",
+    quota: usd ? usdOf(a.limit.quota) : a.limit.quota,
+    used: usd ? usdOf(used) : used,
+    period: periodId(atMs, unit, tz),
+    periodEndMs: end,
+    nextPeriod: periodId(end, unit, tz),
+    atMs,
+    crossing,
+  };
 }

@@ -5,6 +5,7 @@ import type { Socket } from "node:net";
 import type { Logger } from "pino";
 import type { ModelPrice } from "../ai/prices.js";
 import type { AiRequest } from "../ai/request.js";
+import type { Alerts } from "../alerts/alerts.js";
 import type { CompiledRoute, Runtime } from "../config/compile.js";
 import type { ProblemCode } from "../http/problem.js";
 import type { StoredKeyLookup } from "../identity/api-key.js";
@@ -36,10 +37,12 @@ export interface Generation<L extends RequestLimiter = RequestLimiter> {
   readonly limiter: L;
   /** Where budgeted requests record their usage (src/usage/ledger.ts); absent: nowhere. */
   readonly usage?: UsageRecorder;
+  /** Where budget alerts are raised (src/alerts/alerts.ts); absent: nowhere. */
+  readonly alerts?: Pick<Alerts, "raise">;
 }
 
 /** What the request path asks of the usage ledger. */
-export type UsageRecorder = Pick<UsageLedger, "record"> & Partial<Pick<UsageLedger, "claimAlert">>;
+export type UsageRecorder = Pick<UsageLedger, "record">;
 
 /** Clocks, injected so the stages can be driven without the wall clock. */
 export interface Clock {

@@ -10,7 +10,7 @@ import type { AllowedDecision, LimitDecision } from "../limits/decision.js";
 import { type Admission, admit } from "./admit.js";
 import { type AiBodyResult, readAiBody } from "./ai-body.js";
 import { BodyMemory } from "./body-memory.js";
-import { budgetReporter } from "./budget-usage.js";
+import { alertIfRefused, budgetReporter } from "./budget-usage.js";
 import {
   type Admitted,
   type Clock,
@@ -162,6 +162,7 @@ export function createPipeline(deps: PipelineDeps) {
     recordDecision(ctx, env, decision);
     switch (decision.kind) {
       case "denied":
+        alertIfRefused(env, ctx, decision);
         tooMany(env, ctx, decision);
         return;
       case "degraded":

@@ -51,13 +51,6 @@ export interface UsagePage {
 export interface UsageLedger {
   /** Fire-and-forget from the request path; errors are counted/logged by the caller's callback, never thrown. */
   record(entry: UsageEntry): Promise<void>;
-  /**
-   * Claims a one-off event (a budget alert) under `key`, a store key of the store's prefix,
-   * until `untilMs`: true for the first claim among all instances sharing the store, false
-   * after. Never rejects: a claim the store could not answer is true (an alert twice beats
-   * none), its failure reported to onError.
-   */
-  claimAlert(key: string, untilMs: number): Promise<boolean>;
   /** period as parsePeriod accepts; a caller never recorded reads as no limits. */
   read(caller: string, period: string): Promise<UsageReport>;
   /** Every caller of the period (by=client: clients and IPs; by=tenant: tenants), up to USAGE_LIST_MAX. */

@@ -68,8 +68,6 @@ export class MemoryLedger implements UsageLedger {
   /** Caller-periods held, over all periods. */
   private held = 0;
   private nextSweepAt = 0;
-  /** claimAlert's keys → until when each is claimed. */
-  private readonly claims = new Map<string, number>();
   private readonly settings: () => LedgerSettings;
   private readonly onError: (err: Error) => void;
   private readonly now: () => number;
@@ -80,18 +78,6 @@ export class MemoryLedger implements UsageLedger {
     this.onError = safely(options.onError);
     this.now = options.now ?? Date.now;
     this.max = options.maxTotals ?? DEFAULT_MEMORY_USAGE_MAX;
-  }
-
-  claimAlert(key: string, untilMs: number): Promise<boolean> {
-    const now = this.now();
-    if ((this.claims.get(key) ?? 0) > now) return Promise.resolve(false);
-    // Bounded like the totals: past the most, claims that have ended are let go first.
-    if (this.claims.size >= this.max) {
-      for (const [k, until] of this.claims) if (until <= now) this.claims.delete(k);
-      if (this.claims.size >= this.max) this.claims.clear();
-    }
-    this.claims.set(key, untilMs);
-    return Promise.resolve(true);
   }
 
   record(entry: UsageEntry): Promise<void> {

@@ -170,17 +170,6 @@ export class RedisLedger implements UsageLedger {
     return [...parts.values()];
   }
 
-  claimAlert(key: string, untilMs: number): Promise<boolean> {
-    // A key under a budget's own hash tag, so one slot; PXAT keeps it to the period's end.
-    return this.boundary.bounded(this.client.set(key, "1", "PXAT", Math.ceil(untilMs), "NX")).then(
-      (reply) => reply === "OK",
-      (err: unknown) => {
-        this.onError(this.boundary.toStoreError(err));
-        return true;
-      },
-    );
-  }
-
   /** Runs a pipeline; a command Redis refused (a key of another type, say) fails the whole. */
   private async exec(commands: Command[]): Promise<void> {
     const replies = await this.client.pipeline(commands).exec();

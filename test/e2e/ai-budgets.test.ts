@@ -239,7 +239,10 @@ describe("a streamed completion through the gateway", () => {
     // That passed 80 % (calendar.alert_at's default) of the budget: one alert, on the instance
     // that charged it, logged with the caller.
     const alerts = (gw: GatewayProcess) =>
-      metricValue(gw.adminUrl, /^tollgate_budget_alerts_total\{limit="ai\.tenant"\} (\d+)/m);
+      metricValue(
+        gw.adminUrl,
+        /^tollgate_budget_alerts_total\{limit="ai\.tenant",event="budget\.threshold"\} (\d+)/m,
+      );
     const alerted = () => a.lines.filter((l) => l.limit === "ai.tenant" && l.caller === "client:exact");
     expect(await settles(async () => alerted().length, 1)).toBe(1);
     expect(String(alerted()[0]!.msg)).toMatch(/^budget alert: "ai\.tenant" passed 80 %/);

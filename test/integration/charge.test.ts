@@ -263,7 +263,7 @@ describe("usage and alerts", () => {
     expect(alerts).toHaveLength(1);
     expect(alerts[0]).toMatchObject({ limit: "p.tenant", caller: "client:bob", period });
     const metrics = (await send(gw.adminUrl, { path: "/metrics" })).body;
-    expect(metrics).toMatch(/tollgate_budget_alerts_total\{limit="p\.tenant"\} 1/);
+    expect(metrics).toMatch(/tollgate_budget_alerts_total\{limit="p\.tenant",event="budget\.threshold"\} 1/);
     expect(metrics).toMatch(/tollgate_charged_units_total\{route="chat"\} 900/);
   });
 });

@@ -210,17 +210,6 @@ function ledgerBehaviour(kind: string, topology: () => Topology) {
     expect((await ledger.list("2026-12", "tenant")).length).toBe(12);
   });
 
-  it(`${kind}: an alert is claimed by one instance only, until the claim's end`, async () => {
-    const a = await instance(utc("u7:"));
-    const b = await instance(utc("u7:"));
-    const until = Date.now() + DAY;
-    const key = "u7:{c:alice}:chat.monthly:alert:2026-12";
-    const claims = await Promise.all([a, b, a, b].map(({ ledger }) => ledger.claimAlert(key, until)));
-    expect(claims.filter(Boolean)).toHaveLength(1);
-    expect(Number(await topology().raw().call("PEXPIRETIME", key))).toBe(until);
-    expect([...a.errors, ...b.errors]).toEqual([]);
-  });
-
   it(`${kind}: pages through more callers than one SSCAN step returns`, async () => {
     const { ledger, errors } = await instance(utc("u6:"));
     const callers = Array.from({ length: 300 }, (_, i) => `client:p${String(i).padStart(3, "0")}`);
@@ -283,9 +272,6 @@ describe("usage ledger on a single Redis", () => {
       expect(errors).toHaveLength(1);
       expect(errors[0]).toBeInstanceOf(StoreConnectionError);
       await expect(ledger.read("client:alice", "2026-12")).rejects.toBeInstanceOf(StoreError);
-      // An alert the store cannot claim fires rather than being lost.
-      await expect(ledger.claimAlert("down:{c:alice}:x:alert:2026-12", Date.now() + DAY)).resolves.toBe(true);
-      expect(errors).toHaveLength(2);
     } finally {
       client.disconnect();
     }

@@ -130,6 +130,9 @@ describe("docs/configuration.md", () => {
       "routes[].response_headers.set.<name>",
       "models.<name>.input",
       "models.<name>.output",
+      "alerts.webhooks[].name",
+      "alerts.webhooks[].url",
+      "alerts.webhooks[].secret",
     ]);
   });
 

@@ -374,16 +374,6 @@ describe("the in-process ledger", () => {
     await expect(ledger.listPage("2026-1", "client", { limit: 2 })).rejects.toThrow("is not a period");
   });
 
-  it("claims an alert once until the claim's end", async () => {
-    const { ledger, clock } = memory(utc);
-    const until = clock.now + 1000;
-    expect(await ledger.claimAlert("k", until)).toBe(true);
-    expect(await ledger.claimAlert("k", until)).toBe(false);
-    expect(await ledger.claimAlert("other", until)).toBe(true);
-    clock.now = until;
-    expect(await ledger.claimAlert("k", until + 1000)).toBe(true);
-  });
-
   it("is what the factory gives for a memory store", () => {
     expect(createUsageLedger({ kind: "memory" }, { settings: () => utc })).toBeInstanceOf(MemoryLedger);
   });
