@@ -10,6 +10,7 @@ import type { Gateway } from "./gateway/gateway.js";
 const USAGE = `usage: tollgate [--config PATH] [--check]
        tollgate keys create|list|revoke|rotate ...
        tollgate overrides set|list|delete ...
+       tollgate usage export [--period P] [--format csv|jsonl] ...
 
   --config PATH   the YAML config (default: $TOLLGATE_CONFIG, else config/gateway.yaml)
   --check         validate the config and exit: 0 when valid (warnings printed, and counted
@@ -20,6 +21,7 @@ const USAGE = `usage: tollgate [--config PATH] [--check]
 commands, against a running gateway's admin API at $TOLLGATE_ADMIN_URL with $TOLLGATE_ADMIN_TOKEN:
   keys            issue, list, revoke and rotate API keys (tollgate keys --help)
   overrides       size one caller's limit for a while (tollgate overrides --help)
+  usage export    every caller's usage of a period, for billing (tollgate usage --help)
 `;
 
 interface Args {
@@ -106,8 +108,16 @@ async function run(file: string): Promise<void> {
 }
 
 const argv = process.argv.slice(2);
-const args = isAdminGroup(argv[0]) ? { admin: argv } : parseArgs(argv);
-if ("admin" in args) {
+const args: Args | { exit: number; message: string } | { admin: string[] } | { usage: string[] } =
+  argv[0] === "usage" ? { usage: argv } : isAdminGroup(argv[0]) ? { admin: argv } : parseArgs(argv);
+if ("usage" in args) {
+  const { runUsageExport } = await import("./cli/usage-export.js");
+  process.exitCode = await runUsageExport(args.usage, {
+    env: process.env,
+    stdout: process.stdout,
+    stderr: (text) => process.stderr.write(text),
+  });
+} else if ("admin" in args) {
   const { runAdminCommand } = await import("./cli/admin-command.js");
   process.exitCode = await runAdminCommand(args.admin, {
     env: process.env,

@@ -28,6 +28,7 @@ import { overrideEndpoints } from "./endpoints/overrides.js";
 import { healthz, readyz } from "./endpoints/probes.js";
 import { reloadConfig } from "./endpoints/reload.js";
 import { usageEndpoints } from "./endpoints/usage.js";
+import { usageExport } from "./endpoints/usage-export.js";
 import type { UpstreamCounts } from "./readiness.js";
 import { replyProblem } from "./reply.js";
 import { type AdminRoute, createRouter, type Guard, type ParameterProblem, requestPath } from "./router.js";
@@ -57,8 +58,8 @@ export interface AdminDeps {
   describeStoreError?: (err: unknown) => string;
   /** Each upstream's healthy and ejected targets, for /readyz. */
   upstreams?: UpstreamCounts | undefined;
-  /** Where an unexpected error of an admin request is logged in full. */
-  logger?: Pick<Logger, "error">;
+  /** Where an unexpected error of an admin request is logged in full (and an export cut short). */
+  logger?: Pick<Logger, "error" | "warn">;
   /**
    * The audit log every write endpoint records into and GET /admin/audit reads; default: an
    * in-process ring (the gateway passes the one in the store's Redis).
@@ -144,7 +145,12 @@ export function operatorRoutes(deps: AdminDeps): AdminRoute[] {
   const keyStore = deps.keys ?? (() => inProcessKeys!);
   const callers = callerEndpoints({ ...state, keys: keyStore });
   const limits = limitEndpoints(state);
-  const usage = deps.usage ? usageEndpoints({ runtime, usage: deps.usage, fromStore }) : undefined;
+  const usage = deps.usage
+    ? {
+        ...usageEndpoints({ runtime, usage: deps.usage, fromStore }),
+        export: usageExport({ runtime, usage: deps.usage, fromStore, logger: deps.logger }),
+      }
+    : undefined;
   const reloadFile = reloadConfig({ reload, file: () => runtime().file, audit });
   const keys = keyEndpoints({ runtime, keys: keyStore, fromStore, audit });
   const overridden = overrideEndpoints({ runtime, overrides, fromStore, audit });
@@ -157,6 +163,8 @@ export function operatorRoutes(deps: AdminDeps): AdminRoute[] {
     { method: "GET", pattern: "/admin/denials/top", handle: topDenials(state) },
     ...(usage
       ? [
+          { method: "GET", pattern: "/admin/usage/export", handle: usage.export },
+          { method: "HEAD", pattern: "/admin/usage/export", handle: usage.export },
           { method: "GET", pattern: "/admin/usage", handle: usage.list },
           { method: "HEAD", pattern: "/admin/usage", handle: usage.list },
           { method: "GET", pattern: "/admin/usage/{caller...}", handle: usage.show },

@@ -611,11 +611,15 @@ function checkReachablePlans(config: CheckableConfig, invalid: Invalid, warn: Ad
   for (const client of config.clients) if (client) reach(client.plan);
   for (const ref of invalid.references) if (ref.kind === "plan") reach(ref.name);
   if (jwt?.default_plan !== undefined) reach(jwt.default_plan);
+  // With a write token, keys issued at runtime (POST /admin/keys) may name any plan.
+  const issuesKeys =
+    Boolean(config.admin.token) || (config.admin.tokens ?? []).some((t) => t?.scope !== "read");
   for (const name of planNames) {
     if (reached.has(name)) continue;
     const anonymous = suggest(name, [ANONYMOUS_PLAN])
       ? ` (did you mean "${ANONYMOUS_PLAN}", the plan of callers without a credential?)`
       : "";
+    if (issuesKeys && !anonymous) continue;
     warn(
       ["plans"],
       `plan "${name}" is never used: no client has it${jwt ? " and it is not identity.jwt.default_plan" : ""}${anonymous}`,

@@ -5,8 +5,9 @@
 //
 // Redis layout, under the store's prefix:
 // - `<prefix>{c:alice}:usage:2026-12`, `…{t:acme}:usage:2026-12-01`, `…{ip:192.0.2.1}:usage:…`:
-//   one hash per caller per period, fields `<limit>\ttokens` and `<limit>\trequests`. The hash
-//   tag is the caller's, so a caller's periods share a Redis Cluster slot.
+//   one hash per caller per period, fields `<limit>\ttokens`, `<limit>\trequests` and
+//   `<limit>\tusd_micros`, and a client's `tenant` (written with its index entry, so once a
+//   minute at most). The hash tag is the caller's, so a caller's periods share a Redis Cluster slot.
 // - `<prefix>{usage:2026-12}:client` and `…{usage:2026-12}:client:2026-12-01` (and `:tenant`):
 //   the callers (or tenants) of a month and of each of its days, as sets of their labels. The
 //   hash tag is the month, so the index writes of one record go to one slot.
@@ -94,6 +95,9 @@ export function indexKey(prefix: string, by: UsageBy, period: string): string {
   return period === month ? `${prefix}{usage:${month}}:${by}` : `${prefix}{usage:${month}}:${by}:${period}`;
 }
 
+/** A client's tenant in its hash: no tab, so never read as a limit's field. */
+export const TENANT_FIELD = "tenant";
+
 export function tokensField(limit: string): string {
   return `${limit}\ttokens`;
 }
@@ -133,6 +137,8 @@ export interface Recordable {
   /** Micro-dollars, a whole number ≥ 0 (0: not priced). */
   usdMicros: number;
   atMs: number;
+  /** The caller's tenant, when the caller is a client of one. */
+  tenant: string | undefined;
 }
 
 /**
@@ -145,10 +151,14 @@ export function recordable(entry: UsageEntry): Recordable | { error: string } {
     return { error: `the caller "${entry.caller}" is not client:<id>, tenant:<id> or ip:<address>` };
   if (!Number.isFinite(entry.atMs)) return { error: `atMs ${entry.atMs} is not an instant` };
   const labels = [entry.caller];
+  let tenantId: string | undefined;
   if (entry.tenant !== undefined && entry.tenant !== "") {
     const tenant = `tenant:${entry.tenant}`;
     if (labelKind(tenant) === undefined) return { error: `the tenant "${entry.tenant}" cannot be a label` };
-    if (tenant !== entry.caller) labels.push(tenant);
+    if (tenant !== entry.caller) {
+      labels.push(tenant);
+      tenantId = entry.tenant;
+    }
   }
   // The same budget named twice must not count a request twice.
   const limits = [...new Set(entry.limits)].filter((name) => LIMIT_FIELD.test(name));
@@ -156,7 +166,7 @@ export function recordable(entry: UsageEntry): Recordable | { error: string } {
   const tokens = Number.isFinite(t) && t > 0 ? Math.min(Math.floor(t), MAX_RECORDED_TOKENS) : 0;
   const u = entry.usdMicros ?? 0;
   const usdMicros = Number.isFinite(u) && u > 0 ? Math.min(Math.ceil(u), MAX_RECORDED_MICROS) : 0;
-  return { labels, limits, tokens, usdMicros, atMs: entry.atMs };
+  return { labels, limits, tokens, usdMicros, atMs: entry.atMs, tenant: tenantId };
 }
 
 /** A report from a caller's hash: limits by name, sorted; fields of another shape are skipped. */
@@ -184,7 +194,8 @@ export function reportOf(
   }
   const limits: Record<string, UsageTotals> = {};
   for (const name of [...byLimit.keys()].sort()) limits[name] = byLimit.get(name)!;
-  return { caller, period, limits };
+  const tenant = fields[TENANT_FIELD];
+  return tenant ? { caller, period, tenant, limits } : { caller, period, limits };
 }
 
 /** Every page until the last or USAGE_LIST_MAX callers, each caller once, sorted. */

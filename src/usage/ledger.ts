@@ -37,6 +37,8 @@ export interface UsageTotals {
 export interface UsageReport {
   caller: string;
   period: string;
+  /** A client's tenant, as its requests last said it in the period (the billing export's column). */
+  tenant?: string;
   limits: Record<string, UsageTotals>;
 }
 

@@ -53,6 +53,8 @@ interface Period {
   expiresAtMs: number;
   /** Caller label → limit name → totals. */
   callers: Map<string, Map<string, HeldTotals>>;
+  /** A client's label → its tenant, as its last record said. */
+  tenants: Map<string, string>;
 }
 
 export interface MemoryLedgerOptions {
@@ -101,7 +103,7 @@ export class MemoryLedger implements UsageLedger {
       if (expiresAtMs <= now) continue;
       let period = this.periods.get(id);
       if (!period) {
-        period = { expiresAtMs, callers: new Map() };
+        period = { expiresAtMs, callers: new Map(), tenants: new Map() };
         this.periods.set(id, period);
       }
       // A retention changed by a reload applies to what is recorded next, as PEXPIREAT does.
@@ -114,6 +116,7 @@ export class MemoryLedger implements UsageLedger {
           period.callers.set(label, limits);
           this.held++;
         }
+        if (label === r.labels[0] && r.tenant !== undefined) period.tenants.set(label, r.tenant);
         for (const name of r.limits) {
           const totals = limits.get(name);
           if (totals) {
@@ -153,7 +156,7 @@ export class MemoryLedger implements UsageLedger {
   read(caller: string, period: string): Promise<UsageReport> {
     try {
       const { id, held } = this.live(period);
-      return Promise.resolve(reportOf(caller, id, held?.callers.get(caller)));
+      return Promise.resolve(reportOf(caller, id, held?.callers.get(caller), held?.tenants.get(caller)));
     } catch (err) {
       return Promise.reject(err);
     }
@@ -174,7 +177,9 @@ export class MemoryLedger implements UsageLedger {
       const slice = labels.slice(start, start + limit);
       const end = start + slice.length;
       return Promise.resolve({
-        callers: slice.map((label) => reportOf(label, id, held?.callers.get(label))),
+        callers: slice.map((label) =>
+          reportOf(label, id, held?.callers.get(label), held?.tenants.get(label)),
+        ),
         next: end < labels.length ? String(end) : null,
       });
     } catch (err) {
@@ -187,7 +192,12 @@ export class MemoryLedger implements UsageLedger {
   }
 }
 
-function reportOf(caller: string, period: string, limits: Map<string, HeldTotals> | undefined): UsageReport {
+function reportOf(
+  caller: string,
+  period: string,
+  limits: Map<string, HeldTotals> | undefined,
+  tenant: string | undefined,
+): UsageReport {
   const out: Record<string, UsageTotals> = {};
   for (const name of [...(limits?.keys() ?? [])].sort()) {
     const totals = limits!.get(name)!;
@@ -196,5 +206,5 @@ function reportOf(caller: string, period: string, limits: Map<string, HeldTotals
         ? { tokens: totals.tokens, requests: totals.requests, usd: usdOf(totals.usdMicros) }
         : { tokens: totals.tokens, requests: totals.requests };
   }
-  return { caller, period, limits: out };
+  return tenant === undefined ? { caller, period, limits: out } : { caller, period, tenant, limits: out };
 }

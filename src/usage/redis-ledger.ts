@@ -29,6 +29,7 @@ import {
   reportOf,
   requestsField,
   safely,
+  TENANT_FIELD,
   tokensField,
   USAGE_PAGE_MAX,
   UsagePeriodError,
@@ -138,8 +139,12 @@ export class RedisLedger implements UsageLedger {
           if (r.usdMicros > 0) commands.push(["hincrby", key, usdField(limit), r.usdMicros]);
           commands.push(["hincrby", key, requestsField(limit), 1]);
         }
+        const index = indexKey(prefix, indexOf(label), period.id);
+        // The client's tenant rides with its index entry: written again when that is.
+        if (label === r.labels[0] && r.tenant !== undefined && !this.memo.has(index, label))
+          commands.push(["hset", key, TENANT_FIELD, r.tenant]);
         commands.push(["pexpireat", key, period.expiresAtMs]);
-        this.index(commands, indexed, indexKey(prefix, indexOf(label), period.id), label, period);
+        this.index(commands, indexed, index, label, period);
       }
     }
     return { commands, indexed };

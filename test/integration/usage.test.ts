@@ -83,6 +83,7 @@ function ledgerBehaviour(kind: string, topology: () => Topology) {
     expect(await ledger.read("client:alice", "2026-11")).toEqual({
       caller: "client:alice",
       period: "2026-11",
+      tenant: "acme",
       limits: { "chat.monthly": { tokens: 100, requests: 1 } },
     });
     expect((await ledger.read("client:alice", "2026-12")).limits).toEqual({
@@ -346,6 +347,7 @@ routes:
       body: {
         caller: "client:alice",
         period: "2026-12",
+        tenant: "acme",
         limits: { "chat.monthly": { tokens: 12, requests: 1 } },
       },
     });
@@ -371,6 +373,63 @@ routes:
     await gw.stop();
     gw = undefined;
   });
+
+  for (const store of ["redis", "memory"] as const)
+    it(`${store}: exports a period's rows as CSV and JSON Lines, a client's tenant in its column`, async () => {
+      gw = await startGateway(
+        config(store === "redis" ? redis.url : "memory://").replace('prefix: "gw:"', 'prefix: "gx:"'),
+      );
+      const usage = gw.gateway.currentUsage;
+      await usage.record({
+        ...entry("client:alice", "acme", ["chat.monthly"], 12, DEC_01_1000),
+        usdMicros: 1_250_000,
+      });
+      await usage.record(entry("client:=bob", undefined, ["chat.monthly", "chat.daily"], 3, DEC_01_1000));
+      await usage.record(entry("ip:192.0.2.1", undefined, ["chat.monthly"], 0, DEC_01_1000));
+      const get = (q: string) =>
+        send(gw!.adminUrl, {
+          path: `/admin/usage/export?${q}`,
+          headers: { authorization: `Bearer ${TOKEN}` },
+        });
+      const csv = await get("period=2026-12");
+      expect(csv.status).toBe(200);
+      expect(csv.headers["content-type"]).toBe("text/csv; charset=utf-8; header=present");
+      expect(csv.headers["content-disposition"]).toBe('attachment; filename="usage-2026-12.csv"');
+      expect(csv.body.split("\r\n").sort()).toEqual(
+        [
+          "",
+          "period,tenant,caller,budget,requests,tokens,usd",
+          "2026-12,,client:=bob,chat.daily,1,3,",
+          "2026-12,,client:=bob,chat.monthly,1,3,",
+          "2026-12,,ip:192.0.2.1,chat.monthly,1,0,",
+          "2026-12,acme,client:alice,chat.monthly,1,12,1.250000",
+        ].sort(),
+      );
+      const jsonl = await get("period=2026-12-01&format=jsonl&by=tenant");
+      expect(jsonl.headers["content-type"]).toBe("application/jsonl; charset=utf-8");
+      expect(
+        jsonl.body
+          .trimEnd()
+          .split("\n")
+          .map((l) => JSON.parse(l)),
+      ).toEqual([
+        {
+          period: "2026-12-01",
+          tenant: "acme",
+          caller: "tenant:acme",
+          budget: "chat.monthly",
+          requests: 1,
+          tokens: 12,
+          usd: 1.25,
+        },
+      ]);
+      expect((await get("period=2026-12&format=xlsx")).status).toBe(400);
+      expect((await get("period=2026-12&by=org")).status).toBe(400);
+      // A read token is enough; no token is not.
+      expect((await send(gw.adminUrl, { path: "/admin/usage/export?period=2026-12" })).status).toBe(401);
+      await gw.stop();
+      gw = undefined;
+    });
 
   it("counts a record lost to a store that is down in tollgate_store_errors_total, and logs it", async () => {
     gw = await startGateway(config(`redis://127.0.0.1:${await freePort()}`));

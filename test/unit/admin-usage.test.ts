@@ -87,6 +87,7 @@ describe("GET /admin/usage/{caller}", () => {
     expect(res.json()).toEqual({
       caller: "client:alice",
       period: "2026-12",
+      tenant: "acme",
       limits: { "chat.monthly": { tokens: 120, requests: 2 } },
     });
     expect((await ask("/admin/usage/client:alice?period=2026-12-01")).json()).toMatchObject({
@@ -180,10 +181,21 @@ describe("GET /admin/usage", () => {
         {
           caller: "client:alice",
           period: "2026-12",
+          tenant: "acme",
           limits: { "chat.monthly": { tokens: 120, requests: 2 } },
         },
-        { caller: "client:bob", period: "2026-12", limits: { "chat.monthly": { tokens: 5, requests: 1 } } },
-        { caller: "client:carol", period: "2026-12", limits: { "chat.monthly": { tokens: 7, requests: 1 } } },
+        {
+          caller: "client:bob",
+          period: "2026-12",
+          tenant: "acme",
+          limits: { "chat.monthly": { tokens: 5, requests: 1 } },
+        },
+        {
+          caller: "client:carol",
+          period: "2026-12",
+          tenant: "globex",
+          limits: { "chat.monthly": { tokens: 7, requests: 1 } },
+        },
         {
           caller: "ip:2001:db8::/64",
           period: "2026-12",

@@ -83,6 +83,7 @@ describe("what an entry records", () => {
       tokens: 100,
       usdMicros: 0,
       atMs: BOUNDARY,
+      tenant: "acme",
     });
     expect(recordable(entry({ tenant: undefined, caller: "ip:192.0.2.1" }))).toMatchObject({
       labels: ["ip:192.0.2.1"],
@@ -148,6 +149,8 @@ describe("one Redis record", () => {
     const hash = (caller: string, period: string, until: number) => [
       ["hincrby", `tg:{${caller}}:usage:${period}`, "chat.monthly\ttokens", 100],
       ["hincrby", `tg:{${caller}}:usage:${period}`, "chat.monthly\trequests", 1],
+      // The client's hash says its tenant (the billing export's column); the tenant's does not.
+      ...(caller === "c:alice" ? [["hset", `tg:{${caller}}:usage:${period}`, "tenant", "acme"]] : []),
       ["pexpireat", `tg:{${caller}}:usage:${period}`, until],
     ];
     const index = (key: string, label: string, until: number) => [
@@ -277,6 +280,7 @@ describe("the in-process ledger", () => {
     expect(await ledger.read("client:alice", "2026-11")).toEqual({
       caller: "client:alice",
       period: "2026-11",
+      tenant: "acme",
       limits: { "chat.daily": { tokens: 50, requests: 1 }, "chat.monthly": { tokens: 150, requests: 2 } },
     });
     expect((await ledger.read("tenant:acme", "2026-11-30")).limits).toEqual({
