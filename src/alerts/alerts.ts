@@ -53,8 +53,10 @@ export interface AlertsOptions {
 }
 
 export class Alerts {
-  private readonly pending: Raise[] = [];
-  private readonly pendingEvents = new Map<Raise, BudgetCrossing>();
+  /** Events the store could not take, by id (insertion order: the oldest first), to raise again. */
+  private readonly pending = new Map<string, { r: Raise; c: BudgetCrossing }>();
+  /** Events being raised right now: a burst of refusals of one budget raises it once. */
+  private readonly raising = new Set<string>();
   private readonly raised = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
@@ -71,8 +73,8 @@ export class Alerts {
       const eventId = alertId(c.budgetKey, c.period, c.crossing);
       const until = this.raised.get(eventId);
       if (until !== undefined && until > this.now()) return;
-      const r = this.raiseOf(eventId, c);
-      void this.submit(r, c);
+      if (this.raising.has(eventId) || this.pending.has(eventId)) return;
+      void this.submit(this.raiseOf(eventId, c), c);
     } catch (err) {
       this.options.logger.error({ err }, "budget alert not raised");
     }
@@ -120,6 +122,7 @@ export class Alerts {
 
   /** One try at the store; an event it could not take waits for the next tick. */
   private async submit(r: Raise, c: BudgetCrossing): Promise<boolean> {
+    this.raising.add(r.eventId);
     try {
       const result = await this.options.queue.raise(r);
       this.remember(r.eventId, r.untilMs);
@@ -136,16 +139,17 @@ export class Alerts {
       return true;
     } catch (err) {
       this.options.onError(err instanceof Error ? err : new Error(String(err)));
-      if (!this.pendingEvents.has(r)) {
-        if (this.pending.length >= PENDING_MAX) {
-          const lost = this.pending.shift()!;
-          this.pendingEvents.delete(lost);
-          for (const d of lost.deliveries) this.count(d.delivery.target, "dropped");
+      if (!this.pending.has(r.eventId)) {
+        if (this.pending.size >= PENDING_MAX) {
+          const [oldest, lost] = this.pending.entries().next().value!;
+          this.pending.delete(oldest);
+          for (const d of lost.r.deliveries) this.count(d.delivery.target, "dropped");
         }
-        this.pending.push(r);
-        this.pendingEvents.set(r, c);
+        this.pending.set(r.eventId, { r, c });
       }
       return false;
+    } finally {
+      this.raising.delete(r.eventId);
     }
   }
 
@@ -215,9 +219,8 @@ export class Alerts {
   private async tickOnce(): Promise<void> {
     let more = false;
     try {
-      for (const r of this.pending.splice(0)) {
-        const c = this.pendingEvents.get(r)!;
-        this.pendingEvents.delete(r);
+      for (const [id, { r, c }] of [...this.pending]) {
+        this.pending.delete(id);
         if (!(await this.submit(r, c))) break;
       }
       const settings = this.options.settings();
@@ -280,9 +283,9 @@ export class Alerts {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.ticking;
-    if (this.pending.length > 0)
+    if (this.pending.size > 0)
       this.options.logger.warn(
-        { events_lost: this.pending.length },
+        { events_lost: this.pending.size },
         "budget alerts not raised: the store never answered before the gateway stopped",
       );
   }

@@ -305,22 +305,33 @@ describe("the alert service", () => {
     expect(await metric(h.metrics, "tollgate_alert_deliveries_total")).toEqual({ "tenant/sent": 1 });
   });
 
-  it("keeps an event the store could not take and raises it at a later tick, once", async () => {
+  it("keeps an event the store could not take and raises it at a later tick, once, however often it recurs", async () => {
     let failing = 2;
+    let calls = 0;
     const h = harness(settings(), 1, (q) => ({
-      raise: (r) => (failing-- > 0 ? Promise.reject(new Error("store down")) : q.raise(r)),
+      raise: (r) => {
+        calls++;
+        return failing-- > 0 ? Promise.reject(new Error("store down")) : q.raise(r);
+      },
       claim: (n, k) => q.claim(n, k),
       done: (id) => q.done(id),
       retry: (d, due) => q.retry(d, due),
       size: () => q.size(),
     }));
-    h.instances[0]!.raise(crossing("budget.threshold", 0.5));
+    // A budget refusing request after request while the store is down: one event waiting.
+    for (let i = 0; i < 50; i++) h.instances[0]!.raise(crossing("budget.exhausted", 1));
+    await new Promise((r) => setImmediate(r));
+    for (let i = 0; i < 50; i++) h.instances[0]!.raise(crossing("budget.exhausted", 1));
+    expect(calls).toBe(1);
     await h.tickAll(); // second failure: still waiting
     expect(h.sends).toHaveLength(0);
     await h.tickAll();
-    expect(h.sends).toHaveLength(1);
+    expect(calls).toBe(3);
+    expect(h.sends.map((s) => s.target).sort()).toEqual(["webhook:billing", "webhook:ops"]);
     await h.tickAll();
-    expect(h.sends).toHaveLength(1);
+    for (let i = 0; i < 50; i++) h.instances[0]!.raise(crossing("budget.exhausted", 1));
+    expect(calls).toBe(3);
+    expect(h.sends).toHaveLength(2);
   });
 
   it("drops and counts deliveries past the queue's bound", async () => {
