@@ -103,6 +103,9 @@ function hints(): (word: string, known: readonly string[]) => string {
 
 type Add = (path: PathSegment[], message: string, atKey?: string) => void;
 
+/** Shorter than this, a plain `key:` in the YAML is guessable (128 bits is 32 hex digits). */
+const MIN_PLAIN_KEY = 32;
+
 export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_INVALID): PathProblem[] {
   const problems: PathProblem[] = [];
   const add: Add = (path, message, atKey) =>
@@ -184,6 +187,14 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
     const keyId = client.key_sha256?.toLowerCase() ?? `plain:${client.key}`;
     if (keys.has(keyId)) add(["clients", i], "another client has the same key");
     keys.add(keyId);
+    // A key the config holds passes the auth-failure throttle (it is told valid by a hash and a
+    // map), so guessing it is limited by nothing but its length; memory:// is a local trial.
+    const sharedStore = !(config.store.url ?? "").startsWith("memory://");
+    if (client.key !== undefined && client.key.length < MIN_PLAIN_KEY && sharedStore)
+      warn(
+        ["clients", i, "key"],
+        `a key of ${client.key.length} characters can be guessed: identity.auth_failures does not slow guesses of keys the config holds; use ${MIN_PLAIN_KEY} random characters or more (openssl rand -hex 16), or issue keys with tollgate keys create`,
+      );
     if (!knownPlan(client.plan)) {
       add(["clients", i, "plan"], `unknown plan "${client.plan}"${didYouMean(client.plan, planNames)}`);
     }

@@ -884,7 +884,7 @@ export const configSchema = z
           ])
           .default({ limit: 20, window: 60_000 })
           .describe(
-            "after this many invalid credentials from one client IP within window, its next credentials are refused with 429 unchecked (per instance); false turns it off",
+            "after this many invalid credentials from one client IP within window, its credentials are refused with 429 unchecked, but for those this instance can tell valid without a lookup (keys of this file, stored keys it has served, JWTs it verified before); per instance; false turns it off",
           ),
       })
       .default({

@@ -9,6 +9,7 @@ import type { CompiledClient, Runtime } from "../config/compile.js";
 import { identifyAnonymous } from "./anonymous.js";
 import { bearerToken, isBearerScheme, malformedBearer } from "./bearer.js";
 import type { Identification, IdentitySource } from "./caller.js";
+import { THROTTLED } from "./throttled.js";
 
 /**
  * Keys issued at runtime (runtime/key-lookup.ts): asked with the key's sha256 once it is none of
@@ -16,6 +17,8 @@ import type { Identification, IdentitySource } from "./caller.js";
  */
 export interface StoredKeyLookup {
   find(hash: string, ipKey: string, rt: Runtime): StoredKeyAnswer | Promise<StoredKeyAnswer>;
+  /** What is known of `hash` without asking the store (a throttled address gets only this). */
+  cached(hash: string, rt: Runtime): StoredKeyAnswer | undefined;
 }
 
 export type StoredKeyAnswer =
@@ -40,13 +43,13 @@ export function presentedKey(headers: IncomingHttpHeaders, rt: Runtime): string 
 /** The key in the configured header. First in the precedence: it wins over any Authorization. */
 export const apiKeyHeader: IdentitySource = {
   presents: (headers, rt) => headers[rt.identity.header] !== undefined,
-  identify(headers, ipKey, rt, stored) {
+  identify(headers, ipKey, rt, stored, throttled) {
     const key = headers[rt.identity.header];
     if (key === undefined) return undefined;
     if (Array.isArray(key)) {
       return { ok: false, reason: "ambiguous_key", detail: `send the ${rt.identity.header} header once` };
     }
-    return identifyByKey(key, rt.identity.header, ipKey, rt, stored);
+    return identifyByKey(key, rt.identity.header, ipKey, rt, stored, throttled);
   },
 };
 
@@ -57,12 +60,12 @@ export const apiKeyHeader: IdentitySource = {
 export const apiKeyBearer: IdentitySource = {
   presents: (headers, rt) =>
     rt.identity.bearer && headers.authorization !== undefined && isBearerScheme(headers.authorization),
-  identify(headers, ipKey, rt, stored) {
+  identify(headers, ipKey, rt, stored, throttled) {
     const auth = headers.authorization;
     if (!rt.identity.bearer || !auth) return undefined;
     const key = bearerToken(auth);
     if (key === undefined) return isBearerScheme(auth) ? malformedBearer() : undefined;
-    return identifyByKey(key, "authorization", ipKey, rt, stored);
+    return identifyByKey(key, "authorization", ipKey, rt, stored, throttled);
   },
 };
 
@@ -72,6 +75,7 @@ function identifyByKey(
   ipKey: string,
   rt: Runtime,
   stored: StoredKeyLookup | undefined,
+  throttled: boolean | undefined,
 ): Identification | Promise<Identification> {
   // Compared by hash: config never holds a usable key in memory, and a timing difference in a
   // map lookup reveals nothing about a key whose hash the attacker cannot steer.
@@ -84,6 +88,14 @@ function identifyByKey(
     if (cache.size >= KEY_CACHE_MAX) cache.clear();
     cache.set(key, client);
     return asClient(client, credentialHeader, ipKey);
+  }
+  // An address past auth_failures gets what is known here, never a store lookup: a stored key
+  // this instance has served passes, any other is refused unread.
+  if (throttled) {
+    const known = stored?.cached(hash, rt);
+    return known?.kind === "client" || known?.kind === "unusable"
+      ? fromStored(known, credentialHeader, ipKey, rt)
+      : THROTTLED;
   }
   if (!stored) return unknownKey(ipKey, rt, false);
   const answer = stored.find(hash, ipKey, rt);

@@ -41,11 +41,18 @@ export type IdentificationFailure =
   /** A stored key that is valid but its plan or limits are not in the running config: 403. */
   | "key_unusable"
   /** A stored key the store could not look up, under store.on_failure: closed: 503. */
-  | "key_store_unavailable";
+  | "key_store_unavailable"
+  /** Its address is past auth_failures and the credential is none this instance has served: 429. */
+  | "throttled";
 
 /** Failures that presented a credential which turned out bad: what `auth_failures` counts. */
 export function isBadCredential(reason: IdentificationFailure): boolean {
-  return reason !== "credential_required" && reason !== "key_unusable" && reason !== "key_store_unavailable";
+  return (
+    reason !== "credential_required" &&
+    reason !== "key_unusable" &&
+    reason !== "key_store_unavailable" &&
+    reason !== "throttled"
+  );
 }
 
 /**
@@ -69,6 +76,12 @@ export interface IdentitySource {
     rt: Runtime,
     /** Keys issued at runtime, for the API-key sources; undefined: the YAML's keys only. */
     stored?: StoredKeyLookup,
+    /**
+     * The address is past `auth_failures`: answer only from what is known here (a YAML key, a
+     * cached stored key, a JWT verified before), never a store lookup or a signature check;
+     * anything else is THROTTLED.
+     */
+    throttled?: boolean,
   ): Identification | Promise<Identification> | undefined;
 }
 
@@ -95,16 +108,17 @@ export function identifyCaller(
   ipKey: string,
   rt: Runtime,
   stored?: StoredKeyLookup,
+  throttled?: boolean,
 ): Identification | Promise<Identification> {
   // Indexed loops here and below: on the hot path, and nothing to allocate even before V8
   // optimises the function (for…of asks the array for an iterator).
   for (let i = 0; i < PRECEDENCE.length; i++) {
-    const answer = PRECEDENCE[i]!.identify(headers, ipKey, rt, stored);
+    const answer = PRECEDENCE[i]!.identify(headers, ipKey, rt, stored, throttled);
     if (answer === undefined) continue;
     if (PRECEDENCE[i] !== apiKeyHeader || headers.authorization === undefined) return answer;
     // A key that fails refuses the request whatever the token says.
     if (!(answer instanceof Promise) && !answer.ok) return answer;
-    const token = jwtBesideKey(headers, ipKey, rt);
+    const token = jwtBesideKey(headers, ipKey, rt, throttled);
     if (token === undefined) return answer;
     if (!(token instanceof Promise) && !(answer instanceof Promise))
       return answer.ok && !token.ok ? token : answer;

@@ -16,6 +16,7 @@ import {
 import type { Runtime } from "../config/compile.js";
 import { bearerToken, isBearerScheme, malformedBearer } from "./bearer.js";
 import type { Identification, IdentitySource } from "./caller.js";
+import { THROTTLED } from "./throttled.js";
 
 /**
  * JWT callers are a namespace of their own: `sub: bob` is `jwt:bob`, never the API-key client
@@ -38,14 +39,14 @@ export const jwtBearer: IdentitySource = {
     rt.identity.jwt !== undefined &&
     headers.authorization !== undefined &&
     isBearerScheme(headers.authorization),
-  identify(headers, ipKey, rt) {
+  identify(headers, ipKey, rt, _stored, throttled) {
     const jwt = rt.identity.jwt;
     const auth = headers.authorization;
     if (jwt === undefined || auth === undefined) return undefined;
     const token = bearerToken(auth);
     if (token === undefined) return isBearerScheme(auth) ? malformedBearer() : undefined;
     if (rt.identity.bearer && !JWT_SHAPE.test(token)) return undefined;
-    return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
+    return verified(jwt, token, ipKey, rt, throttled);
   },
 };
 
@@ -61,6 +62,7 @@ export function jwtBesideKey(
   headers: IncomingHttpHeaders,
   ipKey: string,
   rt: Runtime,
+  throttled?: boolean,
 ): Identification | Promise<Identification> | undefined {
   const jwt = rt.identity.jwt;
   const auth = headers.authorization;
@@ -71,7 +73,23 @@ export function jwtBesideKey(
   // Any dotted value is taken for a token: decoders read padded, standard-alphabet and quoted
   // forms that JWT_SHAPE does not match.
   if (!token.includes(".")) return undefined;
-  return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
+  return verified(jwt, token, ipKey, rt, throttled);
+}
+
+/**
+ * The token's caller. From an address past auth_failures only a token verified before (and not
+ * expired since) is answered: no signature is checked for it.
+ */
+function verified(
+  jwt: JwtVerifier,
+  token: string,
+  ipKey: string,
+  rt: Runtime,
+  throttled: boolean | undefined,
+): Identification | Promise<Identification> {
+  if (!throttled) return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
+  const known = jwt.cached(token);
+  return known ? jwtCaller(known, ipKey, rt) : THROTTLED;
 }
 
 /** A verified token's caller on its plan (the token's, else identity.jwt.default_plan). */
@@ -154,6 +172,12 @@ export class JwtVerifier {
     } else {
       throw new Error("no key: give secret, public_key_file or jwks_file");
     }
+  }
+
+  /** A token verified before and still valid, without checking anything; undefined: not known. */
+  cached(token: string, nowMs: number = Date.now()): JwtResult | undefined {
+    const cached = this.cache.get(token);
+    return cached && nowMs <= cached.expiresAtMs ? cached.result : undefined;
   }
 
   /** Resolves, never rejects: a bad token is a result with the reason a client may read. */

@@ -110,36 +110,37 @@ export function admit(ctx: RequestContext, env: AdmitEnv): Admission | Promise<A
   // would let it tell valid keys from invalid ones.
   if (rt.deny.ips.contains(ip)) return DENIED;
 
-  // An address that presented too many bad credentials is refused before its next one is even
-  // read: no key lookup, no JWT signature check.
+  // An address that presented too many bad credentials gets only what this instance can tell
+  // valid without work (identity/throttled.ts): no key lookup, no JWT signature check.
   const throttle = identity.authFailures;
-  if (throttle && presentsCredential(req.headers, rt)) {
-    const blockedMs = env.authFailures.blockedForMs(
-      ctx.ipKey,
-      throttle.limit,
-      throttle.windowMs,
-      env.clock.now(),
-    );
-    if (blockedMs > 0) {
-      env.metrics.authFailures.labels("throttled").inc();
-      const retryAfter = ceilSeconds(blockedMs, 1);
-      return new Refusal(
-        "quota_exceeded",
-        "auth_throttled",
-        `More than ${throttle.limit} invalid credentials came from this address; credentials from it are refused for ${retryAfter} s.`,
-        undefined,
-        retryAfter,
-      );
-    }
-  }
-  const identifying = identifyCaller(req.headers, ctx.ipKey, rt, env.storedKeys);
+  const blockedMs =
+    throttle && presentsCredential(req.headers, rt)
+      ? env.authFailures.blockedForMs(ctx.ipKey, throttle.limit, throttle.windowMs, env.clock.now())
+      : 0;
+  const identifying = identifyCaller(req.headers, ctx.ipKey, rt, env.storedKeys, blockedMs > 0);
   return identifying instanceof Promise
-    ? identifying.then((identified) => withCaller(ctx, env, identified))
-    : withCaller(ctx, env, identifying);
+    ? identifying.then((identified) => withCaller(ctx, env, identified, blockedMs))
+    : withCaller(ctx, env, identifying, blockedMs);
 }
 
-function withCaller(ctx: RequestContext, env: AdmitEnv, identified: Identification): Admission {
+function withCaller(
+  ctx: RequestContext,
+  env: AdmitEnv,
+  identified: Identification,
+  blockedMs: number,
+): Admission {
   const rt = ctx.gen.runtime;
+  if (!identified.ok && identified.reason === "throttled") {
+    env.metrics.authFailures.labels("throttled").inc();
+    const retryAfter = ceilSeconds(blockedMs, 1);
+    return new Refusal(
+      "quota_exceeded",
+      "auth_throttled",
+      `More than ${rt.identity.authFailures?.limit} invalid credentials came from this address; a credential this gateway has not served before is refused for ${retryAfter} s.`,
+      undefined,
+      retryAfter,
+    );
+  }
   if (!identified.ok) {
     const throttle = rt.identity.authFailures;
     if (throttle && isBadCredential(identified.reason)) {

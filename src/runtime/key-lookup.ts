@@ -68,6 +68,14 @@ export class KeyLookup implements StoredKeyLookup {
     });
   }
 
+  /** What this instance already knows of `hash`, without asking the store; undefined: nothing. */
+  cached(hash: string, rt: Runtime): StoredKeyAnswer | undefined {
+    const cached = this.cache.get(hash);
+    if (cached?.kind === "found") return made(cached.value, rt);
+    if (cached?.kind === "unknown") return UNKNOWN;
+    return undefined;
+  }
+
   find(hash: string, ipKey: string, rt: Runtime): StoredKeyAnswer | Promise<StoredKeyAnswer> {
     const cached = this.cache.get(hash);
     if (cached?.kind === "found") return made(cached.value, rt);

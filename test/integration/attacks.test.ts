@@ -324,7 +324,7 @@ describe("13.20 hide_credentials", () => {
 });
 
 describe("13.16 bad credentials are throttled per client IP", () => {
-  it("after 5 invalid credentials the next is refused unchecked with 429; anonymous requests still pass", async () => {
+  it("after 5 invalid credentials the next unknown one is refused unchecked with 429; known ones and anonymous requests still pass", async () => {
     // Other tests above sent one malformed credential from this address already; start clean
     // by counting from what the metric says.
     const failures = async () =>
@@ -334,6 +334,10 @@ describe("13.16 bad credentials are throttled per client IP", () => {
         /tollgate_auth_failures_total\{reason="malformed_credential"\} (\d+)/,
       )) +
       (await metricValue(gw.adminUrl, /tollgate_auth_failures_total\{reason="invalid_jwt"\} (\d+)/));
+    const verifiedBefore = hs256({ sub: "dave", exp: Math.floor(Date.now() / 1000) + 600 });
+    expect(
+      (await send(gw.url, { path: "/u", headers: { authorization: `Bearer ${verifiedBefore}` } })).status,
+    ).toBe(200);
     const statuses: number[] = [];
     while ((await failures()) < 5) {
       statuses.push((await send(gw.url, { path: "/u", headers: { "x-api-key": "guess" } })).status);
@@ -351,6 +355,17 @@ describe("13.16 bad credentials are throttled per client IP", () => {
     expect(await metricValue(gw.adminUrl, /tollgate_auth_failures_total\{reason="throttled"\} (\d+)/)).toBe(
       2,
     );
+    // A valid token never verified here is refused unchecked too…
+    const fresh = hs256({ sub: "carol", exp: Math.floor(Date.now() / 1000) + 600 });
+    expect((await send(gw.url, { path: "/u", headers: { authorization: `Bearer ${fresh}` } })).status).toBe(
+      429,
+    );
+    // …but a token verified before, and a key the config holds, pass: a shared address's flood
+    // of bad credentials does not lock out its neighbours' good ones.
+    expect(
+      (await send(gw.url, { path: "/u", headers: { authorization: `Bearer ${verifiedBefore}` } })).status,
+    ).toBe(200);
+    expect((await send(gw.url, { path: "/u", headers: { "x-api-key": "key-alice" } })).status).toBe(200);
     // Without a credential the address is an anonymous caller like any other.
     expect((await send(gw.url, { path: "/u" })).status).toBe(200);
   });

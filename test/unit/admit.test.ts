@@ -1,5 +1,6 @@
 // The admit stage, driven with fake requests: what it refuses, with which problem and label, in
 // which order, and what it learns about a request it lets through. No server, no Redis, no clock.
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { MAX_REQUEST_HEADERS } from "../../src/http/request-framing.js";
 import { admit } from "../../src/proxy/admit.js";
@@ -135,7 +136,7 @@ describe("admit refuses", () => {
     expect(refusalOf(r).code).toBe("caller_denied");
   });
 
-  it("an unknown key with 401, counting the failure; past the limit, 429 before the key is read", async () => {
+  it("an unknown key with 401, counting the failure; past the limit, known keys still pass and others get 429 unread", async () => {
     const env = testEnv();
     const unknown = { url: "/api", headers: [HOST, ["x-api-key", "guess"]] as [string, string][] };
     for (let i = 0; i < 2; i++) {
@@ -144,24 +145,51 @@ describe("admit refuses", () => {
     }
     expect(await counter(env, "tollgate_auth_failures_total", { reason: "unknown_key" })).toBe(2);
     env.advance(20_000);
-    // Even a valid key is not read now: the address is throttled for the rest of its window.
-    const throttled = refusalOf(
-      run({ url: "/api", headers: [HOST, ["x-api-key", "acme-key"]] }, env).admission,
-    );
+    // A key the config holds is told valid by a hash and a map: a flood from a shared address
+    // does not lock it out.
+    const { admission, ctx } = run({ url: "/api", headers: [HOST, ["x-api-key", "acme-key"]] }, env);
+    expect(admittedOf(admission, ctx).caller).toMatchObject({ kind: "client", id: "acme" });
+    // Anything it cannot tell valid so cheaply is refused before it is looked up.
+    const throttled = refusalOf(run(unknown, env).admission);
     expect(throttled).toMatchObject({
       code: "quota_exceeded",
       decision: "auth_throttled",
       retryAfterSeconds: 40,
       detail:
-        "More than 2 invalid credentials came from this address; credentials from it are refused for 40 s.",
+        "More than 2 invalid credentials came from this address; a credential this gateway has not served before is refused for 40 s.",
     });
     expect(await counter(env, "tollgate_auth_failures_total", { reason: "throttled" })).toBe(1);
+    // A throttled request is not counted as one more failure.
+    expect(await counter(env, "tollgate_auth_failures_total", { reason: "unknown_key" })).toBe(2);
     // A request without a credential is not throttled: it has nothing to guess with.
     expect(run({ url: "/api", headers: [HOST] }, env).admission).not.toBeInstanceOf(Refusal);
     env.advance(40_000);
+    expect(refusalOf(run(unknown, env).admission)).toMatchObject({ code: "unauthorized" });
+  });
+
+  it("past the limit, a stored key this instance has served passes; one it has not is never looked up", async () => {
+    const env = testEnv();
+    const looked: string[] = [];
+    const served = createHash("sha256").update("tg_served").digest("hex");
+    const acme = rt.clientsByKeyHash.values().next().value!;
+    env.storedKeys = {
+      cached: (hash) => (hash === served ? { kind: "client", client: acme } : undefined),
+      find: (hash) => {
+        looked.push(hash);
+        return hash === served ? { kind: "client", client: acme } : { kind: "unknown", throttled: false };
+      },
+    };
+    for (let i = 0; i < 2; i++)
+      refusalOf(run({ url: "/api", headers: [HOST, ["x-api-key", `bad-${i}`]] }, env).admission);
+    expect(looked).toHaveLength(2);
+    const { admission, ctx } = run({ url: "/api", headers: [HOST, ["x-api-key", "tg_served"]] }, env);
+    expect(admittedOf(admission, ctx).caller).toMatchObject({ kind: "client", id: "acme" });
     expect(
-      run({ url: "/api", headers: [HOST, ["x-api-key", "acme-key"]] }, env).admission,
-    ).not.toBeInstanceOf(Refusal);
+      refusalOf(run({ url: "/api", headers: [HOST, ["x-api-key", "tg_never_seen"]] }, env).admission),
+    ).toMatchObject({
+      decision: "auth_throttled",
+    });
+    expect(looked).toHaveLength(2);
   });
 
   it("a denied client with 403, after it is known (the log names it)", () => {
