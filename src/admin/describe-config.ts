@@ -1,17 +1,11 @@
 // What /admin/config shows: the shape of the config, never its secrets. Durations, rates and
 // sizes are written as in the file (`15m`, `5/s`, `1mb`), not in the gateway's internal units.
 import type { Runtime } from "../config/compile.js";
-import { formatDuration, type Rate } from "../config/units.js";
+import { formatDuration, formatRate } from "../config/units.js";
 import type { HeaderRules } from "../http/header-rules.js";
 import { storeAddress } from "../observability/store-errors.js";
 
-const RATE_UNITS: Record<number, string> = { 1000: "s", 60000: "m", 3600000: "h", 86400000: "d" };
-
-/** A parsed rate in the file's notation: `5/s`. */
-export function formatRate(rate: Rate): string {
-  const unit = RATE_UNITS[rate.periodMs];
-  return unit ? `${rate.count}/${unit}` : `${rate.count}/${formatDuration(rate.periodMs)}`;
-}
+export { formatRate } from "../config/units.js";
 
 /** Bytes in the file's notation: `1mb`, `64kb`, `512b`. */
 export function formatSize(bytes: number): string {

@@ -71,7 +71,8 @@ export const OVERRIDES_USAGE = `usage: tollgate overrides set CALLER LIMIT SIZE.
        tollgate overrides delete CALLER LIMIT [--json]
 
   set      size one caller's limit for a while, on every instance within a second; a second
-           set replaces it. SIZE is the limit's own keys, checked as the config checks them:
+           set replaces it. SIZE is the limit's own keys that change (the rest stays as
+           configured, e.g. --burst 2000 alone), checked as the config checks them:
              --burst N --rate R     a token bucket (or --limit N --window W; --batch N)
              --limit N --window W   the window algorithms
              --rate R --queue N     a leaky bucket
@@ -282,7 +283,7 @@ export function parseAdminCommand(argv: readonly string[]): ParsedAdminCommand {
   const missing = sub.required.filter((f) => !flags.has(f));
   if (missing.length) return usage(`give ${missing.map((f) => `--${f}`).join(" and ")}`);
   if (sub.shape === "override-set" && !SIZE_FLAGS.some((f) => flags.has(f)))
-    return usage("give the new size: the limit's own keys, e.g. --burst 2000 --rate 1000/s");
+    return usage("give the new size: the limit's own keys that change, e.g. --burst 2000");
   return {
     kind: "command",
     command: { name, request: sub.request(positional, flags), shape: sub.shape, json },

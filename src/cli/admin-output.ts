@@ -100,6 +100,7 @@ const OVERRIDE_MEMBERS = new Set([
   "quota",
   "description",
   "not_applied",
+  "overrides",
 ]);
 
 /** "burst 2000, rate 1000/s": the limit's keys the override sets, in the API's order. */

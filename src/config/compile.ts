@@ -502,15 +502,18 @@ function compilePlan(
   const global = plan.global ? compileLimit(`${planName}.global`, plan.global, context) : null;
   const tenant = plan.tenant ? compileLimit(`${planName}.tenant`, plan.tenant, context) : null;
   const shared: PlannedLimit[] = [];
-  const planned = (spec: LimitSpec, by: KeyBy, tenantOnly: boolean): PlannedLimit =>
-    plannedLimit(spec, fraction, by, tenantOnly);
-  if (global) shared.push(planned(global, compiledBy(plan.global!.by, scopeBy("caller")), false));
-  if (tenant) shared.push(planned(tenant, compiledBy(plan.tenant!.by, scopeBy("tenant")), true));
+  const planned = (spec: LimitSpec, by: KeyBy, tenantOnly: boolean, written: LimitConfig): PlannedLimit =>
+    plannedLimit(spec, fraction, by, tenantOnly, written);
+  if (global)
+    shared.push(planned(global, compiledBy(plan.global!.by, scopeBy("caller")), false, plan.global!));
+  if (tenant)
+    shared.push(planned(tenant, compiledBy(plan.tenant!.by, scopeBy("tenant")), true, plan.tenant!));
   const own = new Map<string, PlannedLimit>();
   for (const [routeName, limit] of Object.entries(plan.routes)) {
     const route = routesByName.get(routeName);
     const spec = route ? compileLimit(`${planName}.${routeName}`, limit, context) : null;
-    if (route && spec) own.set(routeName, planned(spec, compiledBy(limit.by, scopeBy(route.by)), false));
+    if (route && spec)
+      own.set(routeName, planned(spec, compiledBy(limit.by, scopeBy(route.by)), false, limit));
   }
   return {
     name: planName,
@@ -576,7 +579,7 @@ function compileRouteLimits(
   const out: PlannedLimit[] = [];
   for (const [name, limit] of Object.entries(limits)) {
     const spec = compileLimit(`${routeName}.${name}`, limit, context);
-    if (spec) out.push(plannedLimit(spec, fraction, compiledBy(limit.by, ROUTE_BY), false));
+    if (spec) out.push(plannedLimit(spec, fraction, compiledBy(limit.by, ROUTE_BY), false, limit));
   }
   return out;
 }

@@ -90,6 +90,14 @@ export function parsePercent(text: string): number | null {
 }
 
 /** `1h`, `1500ms`; a calendar window as written (`1 month`). */
+const RATE_UNITS: Record<number, string> = { 1000: "s", 60000: "m", 3600000: "h", 86400000: "d" };
+
+/** A parsed rate in the file's notation: `5/s`. */
+export function formatRate(rate: Rate): string {
+  const unit = RATE_UNITS[rate.periodMs];
+  return unit ? `${rate.count}/${unit}` : `${rate.count}/${formatDuration(rate.periodMs)}`;
+}
+
 export function formatDuration(ms: WindowLength): string {
   if (typeof ms === "object") return `1 ${ms.calendar}`;
   for (const [unit, size] of [

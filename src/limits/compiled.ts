@@ -21,11 +21,14 @@ export function plannedLimit(
   localFraction: number,
   by: KeyBy,
   tenantOnly: boolean,
+  written?: Readonly<Record<string, unknown>>,
 ): PlannedLimit {
-  if (by.scope !== undefined) return Object.freeze({ ...compiledLimit(spec, localFraction), by, tenantOnly });
+  const source = written === undefined ? {} : { written };
+  if (by.scope !== undefined)
+    return Object.freeze({ ...compiledLimit(spec, localFraction), by, tenantOnly, ...source });
   const kept = keptPer(by);
   const local = facts(ALGORITHMS[spec.algorithm].localShare(spec, localFraction), kept);
-  return Object.freeze({ ...facts(spec, kept), local, by, tenantOnly });
+  return Object.freeze({ ...facts(spec, kept), local, by, tenantOnly, ...source });
 }
 
 function keptPer(by: KeyBy): string {

@@ -33,6 +33,11 @@ export interface PlannedLimit extends CompiledLimit {
   readonly by: KeyBy;
   /** The plan's `tenant` limit: callers without a tenant skip it (a `by: tenant` route does not). */
   readonly tenantOnly: boolean;
+  /**
+   * The limit as the config wrote it (parsed): what an override that gives only some keys takes
+   * the rest from (runtime/override-rules.ts). Plain data; absent for limits made in tests.
+   */
+  readonly written?: Readonly<Record<string, unknown>>;
 }
 
 /**

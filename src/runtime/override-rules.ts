@@ -10,7 +10,7 @@ import { checkLimit } from "../config/checks.js";
 import { type CompiledPlan, compileLimit, type Runtime } from "../config/compile.js";
 import { suggest } from "../config/problems.js";
 import { type LimitConfig, limitSchema } from "../config/schema.js";
-import { formatDuration, parseDuration } from "../config/units.js";
+import { formatDuration, formatRate, parseDuration, type Rate, type WindowLength } from "../config/units.js";
 import { ALGORITHMS, type AlgorithmName } from "../limits/algorithms/index.js";
 import { plannedLimit } from "../limits/compiled.js";
 import type { KeyBy } from "../limits/key-by.js";
@@ -67,6 +67,50 @@ function sizeKeys(algorithm: AlgorithmName): string[] {
   return Object.keys(ALGORITHMS[algorithm].config.keys);
 }
 
+/**
+ * Algorithms written in more than one form (a token bucket: rate + burst, or limit + window): an
+ * override in one form replaces the config's other form whole rather than mixing the two.
+ */
+const FORMS: Partial<Record<AlgorithmName, readonly (readonly string[])[]>> = {
+  token_bucket: [
+    ["rate", "burst"],
+    ["limit", "window"],
+  ],
+};
+
+/** A parsed limit's size keys as an override body writes them (`"10/s"`, `"1h"`, `"1 month"`). */
+function writtenSizes(
+  written: Readonly<Record<string, unknown>>,
+  keys: readonly string[],
+): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of keys) {
+    const value = written[key];
+    if (value === undefined) continue;
+    if (key === "rate") out[key] = formatRate(value as Rate);
+    else if (key === "window" || key === "lease") out[key] = formatDuration(value as WindowLength);
+    else out[key] = value;
+  }
+  return out;
+}
+
+/**
+ * The size an override's `sizes` make of `base`: the keys it gives, the rest as the config
+ * writes the limit now (so a reload that changes them changes the override's limit too). A size
+ * stored in full (every key given) is itself.
+ */
+export function mergedSizes(
+  base: PlannedLimit,
+  sizes: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
+  const algorithm = base.spec.algorithm;
+  const configured = base.written ? writtenSizes(base.written, sizeKeys(algorithm)) : {};
+  const forms = FORMS[algorithm] ?? [];
+  const given = forms.find((form) => form.some((k) => Object.hasOwn(sizes, k)));
+  if (given) for (const form of forms) if (form !== given) for (const k of form) delete configured[k];
+  return { ...configured, ...sizes };
+}
+
 /** Keys of a limit an override may not give, and why (each keeps the limit's own). */
 const KEPT: Readonly<Record<string, string>> = {
   by: "an override sizes the limit for this caller; how it is keyed stays the config's: remove by",
@@ -91,11 +135,11 @@ export function overriddenLimit(
       why: `${base.spec.name} is now ${ALGORITHMS[algorithm].config.what}; the override sizes ${ALGORITHMS[record.algorithm].config.what}: set it again`,
     };
   const problems: string[] = [];
-  const parsed = parseSize(base, record.sizes, problems);
+  const parsed = parseSize(base, mergedSizes(base, record.sizes), problems);
   if (!parsed) return { why: problems.join("; ") };
   const spec = compileLimit(base.spec.name, parsed, { tz: context.tz });
   if (!spec || spec.algorithm !== algorithm) return { why: `the size does not compile to ${algorithm}` };
-  return plannedLimit(spec, context.localFraction, base.by, base.tenantOnly);
+  return plannedLimit(spec, context.localFraction, base.by, base.tenantOnly, parsed);
 }
 
 /** `sizes` as the YAML would read them for `base` (its algorithm, shadow and unit), or problems. */
@@ -191,9 +235,11 @@ export function readOverrideBody(
     );
   let limit: PlannedLimit | undefined;
   if (Object.keys(sizes).length === 0) {
-    problems.push(`give the new size of ${spec.name}: ${takes}, e.g. ${example}`);
+    problems.push(
+      `give the new size of ${spec.name}: any of ${takes}, the rest staying as configured, e.g. ${example}`,
+    );
   } else {
-    const parsed = parseSize(base, sizes, problems);
+    const parsed = parseSize(base, mergedSizes(base, sizes), problems);
     if (parsed) {
       const compiled = compileLimit(spec.name, parsed, { tz: context.tz });
       if (!compiled || compiled.algorithm !== algorithm) {
@@ -202,7 +248,7 @@ export function readOverrideBody(
           `limit: 0 would make ${spec.name} a fixed window that denies everything, but it is ${ALGORITHMS[algorithm].config.what} and its key holds that algorithm's state: give the smallest size it takes instead, or add the caller to deny.clients in the config`,
         );
       } else {
-        limit = plannedLimit(compiled, context.localFraction, base.by, base.tenantOnly);
+        limit = plannedLimit(compiled, context.localFraction, base.by, base.tenantOnly, parsed);
         // The most one request may cost and still be admitted (a bucket's burst, a window's limit).
         const capacity = ALGORITHMS[algorithm].config.capacity ? limit.quota : undefined;
         const costly = capacity === undefined ? undefined : costliest(routeCosts, capacity);
@@ -316,7 +362,8 @@ export function overridable(
   return { ok: true };
 }
 
-function configuredPlan(rt: Runtime, id: string): CompiledPlan | undefined {
+/** The plan of the config's client `id` (with its own `limits` compiled in), if the config has it. */
+export function configuredPlan(rt: Runtime, id: string): CompiledPlan | undefined {
   for (const client of rt.clientsByKeyHash.values()) if (client.id === id) return client.plan;
   return undefined;
 }

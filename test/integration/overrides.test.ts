@@ -2,6 +2,7 @@
 // real Redis: a size set through one instance is enforced, stated in RateLimit headers and 429
 // bodies, and shown by the admin API on both within a second; it raises and lowers a live caller's
 // limit exactly, ends on time by itself, and a body the YAML would refuse is refused with the fix.
+import { writeFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type InProcessGateway, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
@@ -27,6 +28,7 @@ clients:
   - { id: lower, key: lower-key, plan: pro }
   - { id: brief, key: brief-key, plan: pro }
   - { id: reset, key: reset-key, plan: pro }
+  - { id: patch, key: patch-key, plan: pro }
   - { id: t1, key: t1-key, plan: team, tenant: acme }
   - { id: t2, key: t2-key, plan: team, tenant: acme }
 plans:
@@ -91,6 +93,35 @@ async function untilShown(gw: InProcessGateway, caller: string, name: string, si
 }
 
 const sleepUntil = (epochMs: number) => new Promise((r) => setTimeout(r, Math.max(0, epochMs - Date.now())));
+
+describe("an override takes only the keys that change", () => {
+  it("a burst alone keeps the configured rate, shows the merged limit, and follows a reload", async () => {
+    const put = await admin(a, "/admin/overrides/client:patch/pro.global", "PUT", {
+      burst: 100,
+      expires_in: "1h",
+      reason: "launch hour",
+    });
+    expect(put.status).toBe(201);
+    expect(put.json()).toMatchObject({ burst: 100, rate: "1/m", overrides: ["burst"], quota: 100 });
+    await untilShown(a, "client:patch", "pro.global", 100);
+    const first = await send(a.url, { path: "/x", headers: { "x-api-key": "patch-key" } });
+    expect(first.headers["ratelimit-policy"]).toBe('"pro.global";q=100;w=6000');
+
+    // The rate the override left out is the config's: a reload that changes it changes this limit.
+    writeFileSync(
+      a.configFile,
+      config(redis.url, upstream.url).replace("rate: 1/m, burst: 5", "rate: 1/s, burst: 5"),
+    );
+    expect((await admin(a, "/admin/reload", "POST")).status).toBe(200);
+    const view = await admin(a, "/admin/overrides/client:patch/pro.global");
+    expect(view.json()).toMatchObject({ burst: 100, rate: "1/s", overrides: ["burst"] });
+    const next = await send(a.url, { path: "/x", headers: { "x-api-key": "patch-key" } });
+    expect(next.headers["ratelimit-policy"]).toBe('"pro.global";q=100;w=100');
+    writeFileSync(a.configFile, config(redis.url, upstream.url));
+    expect((await admin(a, "/admin/reload", "POST")).status).toBe(200);
+    expect((await admin(a, "/admin/overrides/client:patch/pro.global", "DELETE")).status).toBe(200);
+  });
+});
 
 describe("an override raises a live caller's limit exactly, on both instances", () => {
   it("admits exactly the new burst, counting what the caller had already used", async () => {
@@ -269,7 +300,7 @@ describe("a PUT the override rules refuse: 400 with the fix", () => {
     ["no expires_in", { burst: 20, rate: "10/s", reason: "test" }, "expires_in is required"],
     ["too long", { ...good, expires_in: "31d" }, "expires_in: 31d is longer than 30d"],
     ["no reason", { burst: 20, rate: "10/s", expires_in: "1h" }, "reason is required"],
-    ["half a size", { burst: 20, expires_in: "1h", reason: "test" }, "rate is missing (e.g. rate: 5/s)"],
+    ["half of the other form", { limit: 20, expires_in: "1h", reason: "test" }, "window is missing"],
     ["a by", { ...good, by: "ip" }, "how it is keyed stays the config's: remove by"],
     ["another algorithm", { ...good, algorithm: "fixed_window" }, "an override keeps its algorithm"],
     ["a bad rate", { ...good, rate: "lots" }, "rate:"],

@@ -34,6 +34,8 @@ export interface InProcessGateway {
   url: string;
   adminUrl: string;
   logs: LogSink;
+  /** The YAML file it runs; write it and POST /admin/reload to change its config. */
+  configFile: string;
   stop(): Promise<void>;
 }
 
@@ -43,8 +45,9 @@ export async function startGateway(
   serverOptions?: GatewayOptions["serverOptions"],
 ): Promise<InProcessGateway> {
   const logs = new LogSink();
+  const configFile = writeConfig(yaml);
   const gateway = await Gateway.start({
-    configFile: writeConfig(yaml),
+    configFile,
     env: { ...process.env, ...env },
     logger: createLogger("info", logs),
     serverOptions,
@@ -54,6 +57,7 @@ export async function startGateway(
     url: `http://127.0.0.1:${gateway.proxyAddress!.port}`,
     adminUrl: `http://127.0.0.1:${gateway.adminAddress!.port}`,
     logs,
+    configFile,
     stop: async () => {
       await gateway.stop(1000);
     },

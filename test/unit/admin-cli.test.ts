@@ -173,7 +173,7 @@ describe("parsing a command line", () => {
       [[...set, "--burst", "20"], "overrides set: give --expires-in and --reason"],
       [
         [...set, "--expires-in", "1h", "--reason", "r"],
-        "overrides set: give the new size: the limit's own keys, e.g. --burst 2000 --rate 1000/s",
+        "overrides set: give the new size: the limit's own keys that change, e.g. --burst 2000",
       ],
       [[...set, "--burst", "2.5"], "overrides set: --burst takes a whole number, e.g. --burst 20"],
       [[...set, "--limit", "1e3"], "overrides set: --limit takes a whole number, e.g. --limit 20"],

@@ -14,6 +14,7 @@ import { MemoryChangeFeed } from "../../src/runtime/changes.js";
 import {
   type OverrideRecord,
   overridable,
+  overriddenLimit,
   overrideContext,
   readOverrideBody,
 } from "../../src/runtime/override-rules.js";
@@ -102,6 +103,40 @@ describe("an override's body: the limit's own keys, checked as the YAML checks t
     expect(problems("pro.tenant", { limit: 100000, window: "1 month", ...base })).toEqual([]);
   });
 
+  it("takes only the keys that change: the rest stay as the config writes them", () => {
+    const r = read("pro.global", { burst: 100, ...base });
+    expect("problems" in r ? r.problems : []).toEqual([]);
+    if ("problems" in r) return;
+    // The record keeps the patch only, so a reload that changes the rate changes this limit too.
+    expect(r.record.sizes).toEqual({ burst: 100 });
+    expect(r.limit.spec).toMatchObject({ burst: 100, intervalMs: 60_000 });
+    const window = read("pro.search", { limit: 50, ...base });
+    expect("limit" in window && window.limit.spec).toMatchObject({ limit: 50, windowMs: 60_000 });
+  });
+
+  it("a patch in the other form of a token bucket replaces the configured form whole", () => {
+    const r = read("pro.global", { limit: 600, window: "1h", ...base });
+    expect("limit" in r && r.limit.spec).toMatchObject({ burst: 600, intervalMs: 6000 });
+  });
+
+  it("an override of a burst alone follows the config's rate through a reload", () => {
+    const record: OverrideRecord = {
+      algorithm: "token_bucket",
+      sizes: { burst: 100 },
+      reason: "launch",
+      expiresAtMs: T0 + 3_600_000,
+      setAtMs: T0,
+    };
+    const reloaded = runtime(
+      YAML.replace("global: { rate: 1/m, burst: 5 }", "global: { rate: 2/s, burst: 5 }"),
+    );
+    const globalOf = (r: Runtime) => r.plans.get("pro")!.limits.find((l) => l.spec.name === "pro.global")!;
+    const before = overriddenLimit(limit("pro.global"), record, ctx);
+    const after = overriddenLimit(globalOf(reloaded), record, overrideContext(reloaded));
+    expect("spec" in before && before.spec).toMatchObject({ burst: 100, intervalMs: 60_000 });
+    expect("spec" in after && after.spec).toMatchObject({ burst: 100, intervalMs: 500 });
+  });
+
   it("keeps a shadow limit a shadow", () => {
     const r = read("pro.quiet", { rate: "2/s", burst: 30, ...base });
     expect("limit" in r && r.limit.spec.shadow).toBe(true);
@@ -126,7 +161,7 @@ describe("an override's body: the limit's own keys, checked as the YAML checks t
       { brust: 20, rate: "1/s" },
       'unknown key "brust"; did you mean "burst"?',
     ],
-    ["half a size", "pro.global", { burst: 20 }, "rate is missing (e.g. rate: 5/s)"],
+    ["half of the other form", "pro.global", { limit: 20 }, "window is missing"],
     [
       "both forms",
       "pro.global",
@@ -137,7 +172,7 @@ describe("an override's body: the limit's own keys, checked as the YAML checks t
       "no size",
       "pro.global",
       {},
-      'give the new size of pro.global: `rate` + `burst` or `limit` + `window`, e.g. { "burst": 20, "rate": "10/s", "expires_in": "2h", "reason": "launch week" }',
+      'give the new size of pro.global: any of `rate` + `burst` or `limit` + `window`, the rest staying as configured, e.g. { "burst": 20, "rate": "10/s", "expires_in": "2h", "reason": "launch week" }',
     ],
     ["a bad rate", "pro.global", { burst: 20, rate: "fast" }, "rate: "],
     [

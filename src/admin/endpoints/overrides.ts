@@ -11,6 +11,8 @@ import { headerSafeName } from "../../config/schema.js";
 import { formatDuration } from "../../config/units.js";
 import type { AuditLog } from "../../runtime/audit.js";
 import {
+  configuredPlan,
+  mergedSizes,
   type OverrideRecord,
   type OverrideScope,
   overridable,
@@ -47,11 +49,14 @@ export function overrideView(
   record: OverrideRecord,
 ): Record<string, unknown> {
   const status = applies(rt, caller, name, record);
+  const base = baseOf(rt, caller, name);
   return {
     name,
     caller: caller.label,
     algorithm: record.algorithm,
-    ...record.sizes,
+    // The whole size its requests get: the override's keys, the rest as the config writes it.
+    ...(base && base.spec.algorithm === record.algorithm ? mergedSizes(base, record.sizes) : record.sizes),
+    overrides: Object.keys(record.sizes),
     reason: record.reason,
     set_at: new Date(record.setAtMs).toISOString(),
     expires_at: new Date(record.expiresAtMs).toISOString(),
@@ -73,9 +78,18 @@ function applies(
   if (!found) return { applies: false, not_applied: `the running config has no limit "${name}"` };
   const allowed = overridable(rt, caller, found.limit);
   if (!allowed.ok) return { applies: false, not_applied: allowed.detail };
-  const limit = overriddenLimit(found.limit, record, overrideContext(rt));
+  const limit = overriddenLimit(baseOf(rt, caller, name) ?? found.limit, record, overrideContext(rt));
   if ("why" in limit) return { applies: false, not_applied: limit.why };
   return { applies: true, quota: limit.quota, description: limit.description };
+}
+
+/** The limit an override of `caller` starts from: a YAML client's own size of it, else the plan's or route's. */
+function baseOf(rt: Runtime, caller: { kind: OverrideScope; id: string }, name: string) {
+  if (caller.kind === "client") {
+    const own = configuredPlan(rt, caller.id)?.limits.find((l) => l.spec.name === name);
+    if (own) return own;
+  }
+  return findLimit(rt, name)?.limit;
 }
 
 type Named = { kind: OverrideScope; id: string; label: string };
@@ -152,7 +166,13 @@ export function overrideEndpoints(deps: OverrideEndpointDeps): {
     const costs = new Map<string, number>();
     for (const route of rt.routeList)
       if (found.routes.includes(route.name) && !costs.has(route.name)) costs.set(route.name, route.cost);
-    const read = readOverrideBody(found.limit, body, now(), overrideContext(rt), costs);
+    const read = readOverrideBody(
+      baseOf(rt, caller, name) ?? found.limit,
+      body,
+      now(),
+      overrideContext(rt),
+      costs,
+    );
     if ("problems" in read) {
       replyProblem(res, "bad_override", read.problems.join("; "), { problems: read.problems });
       return;
