@@ -63,8 +63,10 @@ const CHAT = op({
 const COMPLETION = op({
   name: "completion",
   suffix: "/completions",
-  ceilingFields: ["max_tokens", "n_predict", "max_new_tokens"],
-  outputFields: ["max_tokens"],
+  // max_completion_tokens is chat's, but servers that map both onto one (vLLM, LiteLLM) read it
+  // here too: held to the reservation and taken out of the forwarded body like max_tokens's twin.
+  ceilingFields: ["max_tokens", "max_completion_tokens", "n_predict", "max_new_tokens"],
+  outputFields: ["max_tokens", "max_completion_tokens"],
   writeField: "max_tokens",
   promptsField: "prompt",
   // OpenAI's and vLLM's default for /v1/completions.

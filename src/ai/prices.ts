@@ -66,7 +66,7 @@ export function parsePrice(dollarsPerMillion: number): number | string {
 /** The table as the config writes it, compiled once per config. */
 export class PriceTable {
   private readonly exact = new Map<string, ModelPrice>();
-  private readonly patterns: { regex: RegExp; weight: number; price: ModelPrice }[] = [];
+  private readonly patterns: { name: string; regex: RegExp; weight: number; price: ModelPrice }[] = [];
   private readonly fallback: ModelPrice | undefined;
 
   constructor(rows: Readonly<Record<string, PriceRow>>) {
@@ -75,7 +75,7 @@ export class PriceTable {
       const price = compileRow(name, row);
       if (name === "default") fallback = price;
       else if (name.includes("*"))
-        this.patterns.push({ regex: globRegex(name), weight: name.replaceAll("*", "").length, price });
+        this.patterns.push({ name, regex: globRegex(name), weight: name.replaceAll("*", "").length, price });
       else this.exact.set(name, price);
     }
     // Most specific first; the sort is stable, so equal weights keep the file's order.
@@ -89,10 +89,25 @@ export class PriceTable {
    */
   priceOf(model: string | undefined, tier?: string): ModelPrice | undefined {
     if (tier !== undefined && tier !== "auto" && tier !== "default") {
-      const tiered = model === undefined ? undefined : this.lookup(`${model}@${tier}`);
+      const tiered = model === undefined ? undefined : this.lookupTier(model, tier);
       if (tiered || DEARER_TIERS.has(tier)) return tiered;
     }
     return (model === undefined ? undefined : this.lookup(model)) ?? this.fallback;
+  }
+
+  /**
+   * The row of `model` at `tier`: `<model>@<tier>`, or a pattern written for that tier
+   * (`gpt-4o*@priority`). A pattern for the standard price (`gpt-4o*`) would match the tiered
+   * name too (`*` matches `@`, which model ids such as Vertex's hold), so only rows that name
+   * the tier are read.
+   */
+  private lookupTier(model: string, tier: string): ModelPrice | undefined {
+    const name = `${model}@${tier}`;
+    const exact = this.exact.get(name);
+    if (exact) return exact;
+    const suffix = `@${tier}`;
+    for (const p of this.patterns) if (p.name.endsWith(suffix) && p.regex.test(name)) return p.price;
+    return undefined;
   }
 
   private lookup(name: string): ModelPrice | undefined {

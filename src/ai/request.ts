@@ -106,6 +106,22 @@ export function parseAiRequest(
       `the request body gives "${layout.duplicate}" more than once; upstreams differ on which copy they read, so give it once`,
     );
 
+  // The SDKs' own option, merged into the body by them, never sent as a member; a proxy behind
+  // the gateway (LiteLLM) that merges a member of that name would forward fields the gateway
+  // never read, its ceilings among them.
+  if (Object.hasOwn(fields, "extra_body"))
+    return refused(
+      '"extra_body" is not a field of the API: merge its members into the body itself, where the gateway reads them',
+    );
+  const tier = fields.service_tier;
+  if (
+    tier !== undefined &&
+    tier !== null &&
+    !(typeof tier === "string" && SERVICE_TIERS[settings.format].has(tier))
+  )
+    return refused(
+      `"service_tier" must be one of ${[...SERVICE_TIERS[settings.format]].map((t) => `"${t}"`).join(", ")}, written as the API writes it`,
+    );
   const model = fields.model;
   if (model !== undefined && model !== null && typeof model !== "string")
     return refused('"model" must be a string naming the model');
@@ -128,7 +144,10 @@ export function parseAiRequest(
     if (value === false) return refused(`"${field}" must be a whole number, 1 or more`);
     if (value !== null) choices = Math.max(choices, value);
   }
-  const prompts = operation.promptsField === undefined ? 1 : promptCount(fields[operation.promptsField]);
+  const prompts =
+    operation.promptsField === undefined
+      ? 1
+      : promptCount(fields[operation.promptsField]) + embeddedPromptCount(fields.prompt_embeds);
   if (prompts > MAX_PROMPTS)
     return refused(
       `"${operation.promptsField}" batches more than ${MAX_PROMPTS} prompts; send fewer at once`,
@@ -154,10 +173,17 @@ export function parseAiRequest(
     settings.format === "anthropic" && Array.isArray(fields.tools) && fields.tools.length > 0
       ? ANTHROPIC_TOOLS_TOKENS
       : 0;
-  const referenced = operation.referenceFields?.some((f) => fields[f] !== undefined && fields[f] !== null)
-    ? settings.referencedInputTokens
-    : 0;
-  const promptBound = bytes.length - images.bytes + images.count * settings.imageTokens + tools + referenced;
+  const references = referencesIn(fields, settings.format);
+  const referenced =
+    ((operation.referenceFields?.some((f) => fields[f] !== undefined && fields[f] !== null) ?? false)
+      ? 1
+      : 0) + references.inputs;
+  const promptBound =
+    bytes.length -
+    images.bytes +
+    (images.count + references.images) * settings.imageTokens +
+    tools +
+    referenced * settings.referencedInputTokens;
   return {
     ok: true,
     request: {
@@ -227,6 +253,82 @@ export function jsonShape(bytes: Uint8Array): JsonShape {
       };
   }
   return { values, problem: undefined };
+}
+
+/**
+ * The service tiers each API takes: another spelling ("Priority") or value would reach an
+ * upstream that reads it its own way while the gateway priced it as the default.
+ */
+const SERVICE_TIERS: Readonly<Record<AiSettings["format"], ReadonlySet<string>>> = {
+  openai: new Set(["auto", "default", "flex", "scale", "priority"]),
+  responses: new Set(["auto", "default", "flex", "scale", "priority"]),
+  anthropic: new Set(["auto", "standard_only"]),
+};
+
+/** vLLM's `prompt_embeds` beside `prompt`: one more prompt each (a list, one per entry). */
+function embeddedPromptCount(embeds: unknown): number {
+  if (embeds === undefined || embeds === null) return 0;
+  return Array.isArray(embeds) ? embeds.length : 1;
+}
+
+/**
+ * Input a request names but does not carry, where its format puts it: a stored file
+ * (`file_id`, a `file_url`, Anthropic's `url` or `file` document source), an earlier item
+ * (`item_reference`), an earlier answer's audio (`messages[].audio.id`); each reserves
+ * ai.referenced_input_tokens, and a stored or linked image ai.image_tokens, since their bytes
+ * in the body say nothing of their size.
+ */
+function referencesIn(
+  fields: Readonly<Record<string, unknown>>,
+  format: AiSettings["format"],
+): { inputs: number; images: number } {
+  const found = { inputs: 0, images: 0 };
+  const part = (p: unknown, nested: boolean) => {
+    if (!isObject(p)) return;
+    const kind = referenceOf(p, format);
+    if (kind === "input") found.inputs++;
+    else if (kind === "image") found.images++;
+    else if (nested && p.type === "tool_result" && Array.isArray(p.content))
+      for (const q of p.content) part(q, false);
+  };
+  const parts = (content: unknown, nested: boolean) => {
+    if (Array.isArray(content)) for (const p of content) part(p, nested);
+  };
+  if (format === "responses") {
+    const input = fields.input;
+    parts(input, false);
+    if (Array.isArray(input)) for (const item of input) if (isObject(item)) parts(item.content, false);
+    return found;
+  }
+  const messages = fields.messages;
+  if (Array.isArray(messages))
+    for (const m of messages) {
+      if (!isObject(m)) continue;
+      parts(m.content, format === "anthropic");
+      if (format === "openai" && isObject(m.audio) && m.audio.id !== undefined) found.inputs++;
+    }
+  return found;
+}
+
+function referenceOf(
+  p: Readonly<Record<string, unknown>>,
+  format: AiSettings["format"],
+): "input" | "image" | undefined {
+  const given = (v: unknown) => v !== undefined && v !== null;
+  switch (format) {
+    case "openai":
+      return p.type === "file" && isObject(p.file) && given(p.file.file_id) ? "input" : undefined;
+    case "responses":
+      if (p.type === "item_reference") return "input";
+      if (p.type === "input_file" && (given(p.file_id) || given(p.file_url))) return "input";
+      return p.type === "input_image" && given(p.file_id) && !given(p.image_url) ? "image" : undefined;
+    case "anthropic": {
+      if (!isObject(p.source)) return undefined;
+      const sourceType = p.source.type;
+      if (p.type === "document" && (sourceType === "url" || sourceType === "file")) return "input";
+      return p.type === "image" && sourceType === "file" ? "image" : undefined;
+    }
+  }
 }
 
 /** A whole number ≥ 1, null for absent or null (the API's default), false for anything else. */

@@ -148,7 +148,7 @@ const aiSchema = z
       .min(0)
       .default(128_000)
       .describe(
-        "format responses: tokens reserved for input a request only refers to (previous_response_id, a stored conversation or prompt), which its body does not carry: an estimate, settled to what the upstream reports (default 128000)",
+        "tokens reserved for each input a request only refers to, which its body does not carry (a stored file by file_id or file_url, an item_reference, an earlier answer's audio, Anthropic's url or file documents; the Responses API's previous_response_id, a stored conversation or prompt): an estimate, settled to what the upstream reports (default 128000)",
       ),
   })
   .describe(

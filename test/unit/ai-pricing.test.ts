@@ -139,6 +139,23 @@ describe("the price table", () => {
     expect(t.priceOf("gpt-4o", "auto")!.row).toBe("gpt-4o");
   });
 
+  it("a pattern row prices the standard tier only: a dearer tier needs a row that names it", () => {
+    const t = new PriceTable({
+      "gpt-4o-mini*": { input: 0.15, output: 0.6 },
+      "claude-3-5-sonnet*": { input: 3, output: 15 },
+      "o3*@priority": { input: 3.5, output: 14 },
+      o3: { input: 2, output: 8 },
+    });
+    expect(t.priceOf("gpt-4o-mini-2024-07-18")!.row).toBe("gpt-4o-mini*");
+    expect(t.priceOf("gpt-4o-mini-2024-07-18", "priority")).toBeUndefined();
+    expect(t.priceOf("gpt-4o-mini", "scale")).toBeUndefined();
+    expect(t.priceOf("gpt-4o-mini", "flex")!.row).toBe("gpt-4o-mini*");
+    // `*` still matches an `@` in a model id (Vertex's versions).
+    expect(t.priceOf("claude-3-5-sonnet@20240620")!.row).toBe("claude-3-5-sonnet*");
+    expect(t.priceOf("o3", "priority")!.row).toBe("o3*@priority");
+    expect(t.priceOf("o3-2025-04-16", "priority")!.row).toBe("o3*@priority");
+  });
+
   it("refuses a price finer than a micro-dollar table holds", () => {
     expect(parsePrice(2.5)).toBe(2_500_000);
     expect(parsePrice(0.075)).toBe(75_000);

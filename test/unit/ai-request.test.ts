@@ -255,6 +255,107 @@ describe("what a request holds that no field says (found by an attack)", () => {
     expect(chained.promptBound - base.promptBound).toBeGreaterThanOrEqual(128_000);
   });
 
+  it("reserves ai.referenced_input_tokens for each stored file or item a request names", () => {
+    const R = 128_000;
+    const chat = (content: unknown) =>
+      ok(JSON.stringify({ model: "m", max_tokens: 10, messages: [{ role: "user", content }] })).promptBound;
+    const bare = chat([{ type: "text", text: "summarise" }]);
+    expect(
+      chat([
+        { type: "text", text: "summarise" },
+        { type: "file", file: { file_id: "file-abc" } },
+      ]) - bare,
+    ).toBeGreaterThanOrEqual(R);
+    const audio = ok(
+      JSON.stringify({ model: "m", messages: [{ role: "assistant", audio: { id: "audio_1" } }] }),
+    ).promptBound;
+    expect(audio).toBeGreaterThanOrEqual(R);
+
+    const responses = (input: unknown) =>
+      ok(JSON.stringify({ model: "m", input }), RESPONSE, settings({ format: "responses" })).promptBound;
+    const text = responses([{ role: "user", content: [{ type: "input_text", text: "hi" }] }]);
+    for (const part of [
+      { type: "input_file", file_id: "file-1" },
+      { type: "input_file", file_url: "https://example.com/a.pdf" },
+    ])
+      expect(
+        responses([{ role: "user", content: [{ type: "input_text", text: "hi" }, part] }]) - text,
+      ).toBeGreaterThanOrEqual(R);
+    expect(responses([{ type: "item_reference", id: "msg_1" }])).toBeGreaterThanOrEqual(R);
+    expect(
+      responses([{ role: "user", content: [{ type: "input_image", file_id: "file-img" }] }]),
+    ).toBeGreaterThanOrEqual(1600);
+    expect(
+      responses([
+        {
+          role: "user",
+          content: [
+            { type: "input_file", file_id: "a" },
+            { type: "input_file", file_id: "b" },
+          ],
+        },
+      ]),
+    ).toBeGreaterThanOrEqual(2 * R);
+
+    const anthropic = (content: unknown) =>
+      ok(
+        JSON.stringify({ model: "m", max_tokens: 10, messages: [{ role: "user", content }] }),
+        MESSAGE,
+        settings({ format: "anthropic" }),
+      ).promptBound;
+    expect(
+      anthropic([{ type: "document", source: { type: "url", url: "https://x/a.pdf" } }]),
+    ).toBeGreaterThanOrEqual(R);
+    expect(anthropic([{ type: "document", source: { type: "file", file_id: "f" } }])).toBeGreaterThanOrEqual(
+      R,
+    );
+    expect(anthropic([{ type: "image", source: { type: "file", file_id: "f" } }])).toBeGreaterThanOrEqual(
+      1600,
+    );
+  });
+
+  it("refuses extra_body, and a service_tier the API does not take", () => {
+    expect(parse('{"model":"m","extra_body":{"max_tokens":100000}}')).toMatchObject({
+      ok: false,
+      detail: expect.stringContaining('"extra_body" is not a field of the API'),
+    });
+    for (const tier of ['"Priority"', '"xyz"', '["priority"]', "1"])
+      expect(parse(`{"model":"m","service_tier":${tier}}`)).toMatchObject({
+        ok: false,
+        detail: expect.stringContaining('"service_tier" must be one of'),
+      });
+    expect(parse('{"model":"m","service_tier":"priority"}').ok).toBe(true);
+    expect(parse('{"model":"m","service_tier":null}').ok).toBe(true);
+    expect(
+      parse(
+        '{"model":"m","max_tokens":5,"service_tier":"standard_only"}',
+        MESSAGE,
+        settings({ format: "anthropic" }),
+      ).ok,
+    ).toBe(true);
+    expect(
+      parse(
+        '{"model":"m","max_tokens":5,"service_tier":"priority"}',
+        MESSAGE,
+        settings({ format: "anthropic" }),
+      ).ok,
+    ).toBe(false);
+  });
+
+  it("counts each of vLLM's prompt_embeds as a prompt of its own", () => {
+    const one = ok('{"model":"m","prompt":"a","max_tokens":10}', COMPLETION);
+    const embeds = ok('{"model":"m","prompt_embeds":["AAAA","BBBB","CCCC"],"max_tokens":10}', COMPLETION);
+    expect(embeds.choices).toBe(one.choices * 4);
+  });
+
+  it("legacy completions hold a client's max_completion_tokens to the reservation and forward max_tokens only", () => {
+    const r = ok('{"model":"m","prompt":"a","max_completion_tokens":100000}', COMPLETION);
+    expect(r.ceiling).toBe(100000);
+    const forwarded = JSON.parse(forwardedBody(r, 50, settings()).toString());
+    expect(forwarded.max_tokens).toBe(50);
+    expect(forwarded.max_completion_tokens).toBeUndefined();
+  });
+
   it("refuses a key given twice inside stream_options, which it rewrites", () => {
     expect(
       parse('{"stream":true,"stream_options":{"include_usage":false,"include_usage":true}}'),
