@@ -22,6 +22,9 @@ export function checkHeaderRules(config: CheckableConfig, add: Add): void {
   });
 }
 
+/** A scheme and nothing else (`Bearer ${EMPTY}`): a credential whose secret is missing. */
+const EMPTY_CREDENTIAL = /^\s*(bearer|basic|token|digest|apikey|api-key)\s*$/i;
+
 function checkRules(
   at: PathSegment[],
   rules: WrittenHeaderRules | undefined,
@@ -40,6 +43,12 @@ function checkRules(
       add(
         [...at, "set"],
         `${name} is set to an empty value: the variable it comes from is probably unset (\${NAME:-} gives ""); set it, or remove this rule`,
+        name,
+      );
+    else if (EMPTY_CREDENTIAL.test(value))
+      add(
+        [...at, "set"],
+        `${name} names an authentication scheme with no credential after it: the variable that should follow it is probably empty; set it, or remove this rule`,
         name,
       );
     else if (!headerValueOk(value))

@@ -67,10 +67,21 @@ const HOP_BY_HOP = [
   "proxy-authorization",
 ];
 const FRAMING = ["content-length", "host", "expect"];
-const FORWARDING = ["forwarded", "via", "x-request-id"];
+// The client-address headers upstreams read beside X-Forwarded-For: a rule that set one would
+// tell the upstream an address the gateway did not vouch for.
+const FORWARDING = [
+  "forwarded",
+  "via",
+  "x-request-id",
+  "x-real-ip",
+  "true-client-ip",
+  "x-client-ip",
+  "cf-connecting-ip",
+];
 
 /** Why a request header rule may not name `lower`, or undefined when it may. */
-export function ownedRequestHeader(lower: string): string | undefined {
+export function ownedRequestHeader(name: string): string | undefined {
+  const lower = canonicalHeader(name);
   if (lower.startsWith("tollgate-")) return "the gateway tells the upstream who called in Tollgate-* headers";
   if (lower.startsWith("x-forwarded-") || FORWARDING.includes(lower))
     return "the gateway writes the forwarding headers itself";
@@ -78,8 +89,18 @@ export function ownedRequestHeader(lower: string): string | undefined {
   return undefined;
 }
 
+/**
+ * A header name as the servers behind the gateway may read it: lower case, with `_` and `.` as
+ * `-` (nginx with underscores_in_headers, CGI-style frameworks, WSGI and PHP map `Tollgate_Client`
+ * onto `tollgate-client`), so a rule cannot spell an owned header some other way.
+ */
+export function canonicalHeader(name: string): string {
+  return name.toLowerCase().replace(/[_.]/g, "-");
+}
+
 /** Why a response header rule may not name `lower`, or undefined when it may. */
-export function ownedResponseHeader(lower: string): string | undefined {
+export function ownedResponseHeader(name: string): string | undefined {
+  const lower = canonicalHeader(name);
   if (lower.startsWith("tollgate-") || lower === "x-request-id")
     return "the gateway's own headers say what it did";
   if (

@@ -37,6 +37,20 @@ describe("--check on header rules", () => {
       "gw.yaml:7:24: upstreams.llm.request_headers.remove[1]: host cannot be removed here: it frames the request, hop by hop",
       "gw.yaml:8:32: upstreams.llm.response_headers.set: ratelimit-remaining cannot be set here: the rate-limit headers say what the gateway decided",
     ]);
+    // A scheme whose secret came out empty, and owned names spelt as servers read them.
+    expect(
+      problems(
+        file(
+          `    request_headers: { set: { authorization: "Bearer \${EMPTY}", Tollgate_Client: a, x.forwarded.for: b, x-real-ip: c } }`,
+        ),
+        { EMPTY: "" },
+      ),
+    ).toEqual([
+      "gw.yaml:5:31: upstreams.llm.request_headers.set: authorization names an authentication scheme with no credential after it: the variable that should follow it is probably empty; set it, or remove this rule",
+      "gw.yaml:5:65: upstreams.llm.request_headers.set: Tollgate_Client cannot be set here: the gateway tells the upstream who called in Tollgate-* headers",
+      "gw.yaml:5:85: upstreams.llm.request_headers.set: x.forwarded.for cannot be set here: the gateway writes the forwarding headers itself",
+      "gw.yaml:5:105: upstreams.llm.request_headers.set: x-real-ip cannot be set here: the gateway writes the forwarding headers itself",
+    ]);
     // A variable that is not set at all is named, at its position, by the substitution.
     expect(
       problems(file(`    request_headers: { set: { authorization: "Bearer \${OPENAI_API_KEY}" } }`)),
