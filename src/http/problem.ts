@@ -74,6 +74,8 @@ export const PROBLEMS = {
   unknown_limit: { status: 404, title: "Not Found", type: `${OWN}unknown-limit` },
   /** A usage query (`/admin/usage`) with a period, `by`, cursor or page size it cannot read. */
   bad_usage_query: { status: 400, title: "Bad Request", type: `${OWN}bad-usage-query` },
+  /** Every usage export this instance serves at once is running: ask again once one ends. */
+  exports_busy: { status: 429, title: "Too Many Requests", type: `${OWN}exports-busy` },
   /** POST /admin/keys (or a rotation) with a body it cannot use: the detail names the fix. */
   bad_key_request: { status: 400, title: "Bad Request", type: `${OWN}bad-key-request` },
   /** No stored key has that id (never issued, revoked, or expired). */

@@ -271,6 +271,62 @@ describe("the billing export of 100,000 callers", () => {
     expect(Number(cut!.rows_sent)).toBeLessThan(CALLERS * 1.5);
   }, 30_000);
 
+  it("streams two exports at once and refuses a third with 429 exports-busy until one ends", async () => {
+    const port = Number(new URL(gw.adminUrl).port);
+    const stalled = await Promise.all(
+      [0, 1].map(async () => {
+        const socket = netConnect(port, "127.0.0.1");
+        await new Promise((r) => socket.once("connect", r));
+        socket.write(
+          `GET /admin/usage/export?period=${PERIOD}&format=jsonl HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${TOKEN}\r\n\r\n`,
+        );
+        await new Promise<void>((r) =>
+          socket.once("data", () => {
+            socket.pause();
+            r();
+          }),
+        );
+        return socket;
+      }),
+    );
+    const third = await send(gw.adminUrl, {
+      path: `/admin/usage/export?period=${PERIOD}`,
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(third.status).toBe(429);
+    expect(third.headers["retry-after"]).toBe("5");
+    expect(third.json()).toMatchObject({ type: expect.stringContaining("exports-busy") });
+    for (const s of stalled) s.destroy();
+    // A client that left frees its place.
+    const deadline = Date.now() + 3000;
+    let again = 429;
+    while (again === 429 && Date.now() < deadline) {
+      again = (
+        await send(gw.adminUrl, {
+          method: "HEAD",
+          path: `/admin/usage/export?period=${PERIOD}`,
+          headers: { authorization: `Bearer ${TOKEN}` },
+        })
+      ).status;
+      if (again === 429) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(again).toBe(200);
+  }, 30_000);
+
+  it("refuses a parameter it does not take, or one given twice", async () => {
+    for (const [query, fix] of [
+      [`period=${PERIOD}&fromat=jsonl`, 'not "fromat"'],
+      [`period=${PERIOD}&period=2026-01`, "period is given more than once"],
+    ] as const) {
+      const r = await send(gw.adminUrl, {
+        path: `/admin/usage/export?${query}`,
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(r.status).toBe(400);
+      expect(r.json().detail).toContain(fix);
+    }
+  });
+
   it("refuses a bad period or format as a problem, and a CLI sees why", async () => {
     const bad = await send(gw.adminUrl, {
       path: "/admin/usage/export?period=2026-13",

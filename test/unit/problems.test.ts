@@ -30,6 +30,7 @@ const PUBLISHED: Record<ProblemCode, string> = {
   bad_limit: `${OWN}bad-limit`,
   unknown_limit: `${OWN}unknown-limit`,
   bad_usage_query: `${OWN}bad-usage-query`,
+  exports_busy: `${OWN}exports-busy`,
   unknown_caller: `${OWN}unknown-caller`,
   config_refused: `${OWN}config-refused`,
   bad_key_request: `${OWN}bad-key-request`,

@@ -10,7 +10,7 @@
 // once each: the ledger's index sets only grow within a period, and SSCAN repeats members only
 // while a set shrinks; a page never repeats one either.
 import { once } from "node:events";
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Runtime } from "../../config/compile.js";
 import { parsePeriod, periodId } from "../../limits/calendar.js";
@@ -30,17 +30,59 @@ import { usageZone } from "./usage.js";
 /** Callers per ledger page: a few hundred KB of rows at most. */
 export const USAGE_EXPORT_PAGE = 500;
 
+/**
+ * Exports one instance streams at once. Each reads the store at its client's pace and holds a
+ * page: more at once would take the store from the limiter (measured: 20 concurrent exports
+ * turned checks into 503s) and hold a page each for every stalled reader.
+ */
+export const MAX_CONCURRENT_EXPORTS = 2;
+
+/** How long an export waits for a client that reads nothing before it ends the response. */
+export const EXPORT_IDLE_MS = 30_000;
+
+/** The query parameters an export takes: any other, or one given twice, is refused. */
+const EXPORT_PARAMS = new Set(["period", "format", "by"]);
+
 export interface UsageExportDeps {
   runtime: () => Runtime;
   usage: () => Pick<UsageLedger, "listPage">;
   fromStore: FromStore;
   logger?: Pick<Logger, "warn"> | undefined;
   now?: () => number;
+  /** Exports served at once (default MAX_CONCURRENT_EXPORTS). */
+  maxConcurrent?: number;
+  /** How long a client may read nothing (default EXPORT_IDLE_MS). */
+  idleMs?: number;
 }
 
 export function usageExport(deps: UsageExportDeps): AdminHandler {
   const now = deps.now ?? Date.now;
+  let running = 0;
   return async ({ req, res, query }) => {
+    const unread = queryProblem(query);
+    if (unread) {
+      replyProblem(res, "bad_usage_query", unread);
+      return;
+    }
+    if (running >= (deps.maxConcurrent ?? MAX_CONCURRENT_EXPORTS)) {
+      replyProblem(
+        res,
+        "exports_busy",
+        `this instance is already streaming ${running} usage exports, the most it serves at once; ask again once one ends`,
+        undefined,
+        { "retry-after": "5" },
+      );
+      return;
+    }
+    running++;
+    try {
+      await serve(req, res, query);
+    } finally {
+      running--;
+    }
+  };
+
+  async function serve(req: IncomingMessage, res: ServerResponse, query: URLSearchParams): Promise<void> {
     const rt = deps.runtime();
     const tz = usageZone(rt);
     const periodText = query.get("period");
@@ -107,13 +149,38 @@ export function usageExport(deps: UsageExportDeps): AdminHandler {
       );
       res.destroy();
     }
-  };
+  }
+
+  /** Writes `text`, waiting while the socket is full; false once the client has gone or stalled. */
+  async function write(res: ServerResponse, text: string): Promise<boolean> {
+    if (res.destroyed) return false;
+    if (res.write(text)) return true;
+    const idleMs = deps.idleMs ?? EXPORT_IDLE_MS;
+    let timer: NodeJS.Timeout | undefined;
+    const stalled = new Promise<"stalled">((resolve) => {
+      timer = setTimeout(() => resolve("stalled"), idleMs);
+    });
+    const outcome = await Promise.race([once(res, "drain"), once(res, "close"), stalled]);
+    clearTimeout(timer);
+    if (outcome === "stalled") {
+      deps.logger?.warn(
+        { idle_ms: idleMs },
+        "usage export ended: its client read nothing for too long; the response is cut",
+      );
+      res.destroy();
+    }
+    return !res.destroyed;
+  }
 }
 
-/** Writes `text`, waiting while the socket is full; false once the client has gone. */
-async function write(res: ServerResponse, text: string): Promise<boolean> {
-  if (res.destroyed) return false;
-  if (res.write(text)) return true;
-  await Promise.race([once(res, "drain"), once(res, "close")]);
-  return !res.destroyed;
+/** Why the query is not one an export reads (a parameter it does not take, or one twice). */
+function queryProblem(query: URLSearchParams): string | undefined {
+  const seen = new Set<string>();
+  for (const key of query.keys()) {
+    if (!EXPORT_PARAMS.has(key))
+      return `the export takes period, format and by, not "${key}": remove it (a misspelt parameter would export another period or format than asked)`;
+    if (seen.has(key)) return `${key} is given more than once: give it once`;
+    seen.add(key);
+  }
+  return undefined;
 }
