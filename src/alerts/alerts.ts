@@ -17,6 +17,14 @@ import { type AlertSettings, retryDelayMs, targetById, targetsOf } from "./setti
 
 /** Deliveries one tick claims at most (sent at once). */
 const CLAIM_BATCH = 16;
+
+/**
+ * Deliveries sent at once by an instance, and to one target: a receiver that hangs holds its
+ * own share until its timeout, never the others' (measured before: one hanging receiver delayed
+ * every other by its timeout, each tick waiting for the slowest send).
+ */
+export const MAX_SENDING = 64;
+export const MAX_SENDING_PER_TARGET = 8;
 /** Events waiting for the store at most; past it the oldest is lost (and counted). */
 const PENDING_MAX = 1000;
 /** Events this instance remembers having raised, at most. */
@@ -60,6 +68,8 @@ export class Alerts {
   private readonly raised = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
+  private readonly sending = new Set<Promise<void>>();
+  private readonly sendingTo = new Map<string, number>();
   private stopped = false;
   private readonly now: () => number;
 
@@ -198,7 +208,7 @@ export class Alerts {
   private schedule(delayMs = this.pollMs()): void {
     if (this.stopped) return;
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.tick(), delayMs);
+    this.timer = setTimeout(() => void this.runTick(), delayMs);
     this.timer.unref();
   }
 
@@ -207,8 +217,19 @@ export class Alerts {
     if (this.timer !== undefined && !this.stopped && this.ticking === undefined) this.schedule(0);
   }
 
-  /** Raises what waited for the store, then sends what is due. One at a time. */
-  tick(): Promise<void> {
+  /** A tick, and the sends it started: what a test or a shutdown waits for. */
+  async tick(): Promise<void> {
+    await this.runTick();
+    await this.sent();
+  }
+
+  /** Resolves once no delivery is being sent. */
+  async sent(): Promise<void> {
+    while (this.sending.size > 0) await Promise.allSettled([...this.sending]);
+  }
+
+  /** Raises what waited for the store, then starts sending what is due. One at a time. */
+  private runTick(): Promise<void> {
     if (this.ticking) return this.ticking;
     this.ticking = this.tickOnce().finally(() => {
       this.ticking = undefined;
@@ -226,15 +247,40 @@ export class Alerts {
       const settings = this.options.settings();
       // No receiver configured: what waits stays queued for a config that names one again.
       if (settings.webhooks.length > 0 || settings.tenants.size > 0) {
-        const due = await this.options.queue.claim(this.now(), CLAIM_BATCH);
-        await Promise.all(due.map((d) => this.deliver(d, settings)));
-        more = due.length === CLAIM_BATCH;
+        const room = Math.min(CLAIM_BATCH, MAX_SENDING - this.sending.size);
+        const due = room > 0 ? await this.options.queue.claim(this.now(), room) : [];
+        let started = 0;
+        for (const d of due) {
+          if ((this.sendingTo.get(d.target) ?? 0) >= MAX_SENDING_PER_TARGET) {
+            // Its target is busy with as many as it may be: back to the queue, no try counted.
+            await this.options.queue.retry(d, this.now() + this.pollMs());
+            continue;
+          }
+          this.startSending(d, settings);
+          started++;
+        }
+        more = due.length === room && started > 0 && this.sending.size < MAX_SENDING;
       }
     } catch (err) {
       this.options.onError(err instanceof Error ? err : new Error(String(err)));
     } finally {
       this.schedule(more ? 0 : undefined);
     }
+  }
+
+  private startSending(d: Delivery, settings: AlertSettings): void {
+    this.sendingTo.set(d.target, (this.sendingTo.get(d.target) ?? 0) + 1);
+    const sending: Promise<void> = this.deliver(d, settings)
+      .catch((err: unknown) => this.options.onError(err instanceof Error ? err : new Error(String(err))))
+      .finally(() => {
+        this.sending.delete(sending);
+        const left = (this.sendingTo.get(d.target) ?? 1) - 1;
+        if (left > 0) this.sendingTo.set(d.target, left);
+        else this.sendingTo.delete(d.target);
+        // A place freed: what waits for it goes now, not at the next poll.
+        this.kick();
+      });
+    this.sending.add(sending);
   }
 
   private async deliver(d: Delivery, settings: AlertSettings): Promise<void> {
@@ -283,6 +329,7 @@ export class Alerts {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.ticking;
+    await this.sent();
     if (this.pending.size > 0)
       this.options.logger.warn(
         { events_lost: this.pending.size },

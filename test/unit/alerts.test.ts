@@ -352,3 +352,65 @@ describe("the alert service", () => {
     ).toEqual([0.5, 0.8]);
   });
 });
+
+describe("a receiver that hangs", () => {
+  it("holds at most its own share of the sends: the other target's deliveries go at once, and its own later, each once", async () => {
+    const clock = { now: T0 };
+    const s = settings();
+    const queue = new MemoryAlertQueue(
+      () => s.queueMax,
+      () => clock.now,
+    );
+    const sent: { target: string; id: string }[] = [];
+    const hanging: (() => void)[] = [];
+    let hangs = true;
+    let maxHanging = 0;
+    const alerts = new Alerts({
+      queue,
+      settings: () => s,
+      send: async (target, d): Promise<Sent> => {
+        if (target.id === "webhook:billing" && hangs) {
+          await new Promise<void>((r) => {
+            hanging.push(r);
+            maxHanging = Math.max(maxHanging, hanging.length);
+          });
+        }
+        sent.push({ target: target.id, id: JSON.parse(d.body).id });
+        return { ok: true, status: 204 };
+      },
+      logger: pino({ level: "silent" }),
+      metrics: new Metrics(),
+      onError: () => {},
+      now: () => clock.now,
+    });
+    const KEYS = 20;
+    alerts.start();
+    for (let i = 0; i < KEYS; i++) alerts.raise(crossing("budget.exhausted", 1, `p:{c:k${i}}:k`));
+    const until = async (done: () => boolean, step = () => {}) => {
+      for (let i = 0; i < 100 && !done(); i++) {
+        step();
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    const to = (t: string) => sent.filter((x) => x.target === t);
+    await until(() => to("webhook:ops").length === KEYS);
+    // Every ops delivery went while billing's hung, and billing held no more than its share.
+    expect(to("webhook:ops").length).toBe(KEYS);
+    expect(to("webhook:billing").length).toBe(0);
+    expect(maxHanging).toBe(8);
+
+    hangs = false;
+    for (const release of hanging.splice(0)) release();
+    // Those sent back to wait are due a poll later: step the clock (well within the lease).
+    await until(
+      () => to("webhook:billing").length === KEYS,
+      () => {
+        clock.now += 300;
+      },
+    );
+    await alerts.stop();
+    expect(new Set(to("webhook:billing").map((x) => x.id)).size).toBe(KEYS);
+    expect(to("webhook:billing").length).toBe(KEYS);
+    expect(clock.now - T0).toBeLessThan(30_000);
+  });
+});
