@@ -108,7 +108,10 @@ export function mergedSizes(
   const forms = FORMS[algorithm] ?? [];
   const given = forms.find((form) => form.some((k) => Object.hasOwn(sizes, k)));
   if (given) for (const form of forms) if (form !== given) for (const k of form) delete configured[k];
-  return { ...configured, ...sizes };
+  // The keys it gives first, in its order: the answer reads as the operator wrote it.
+  const merged: Record<string, unknown> = { ...sizes };
+  for (const [k, v] of Object.entries(configured)) if (!Object.hasOwn(merged, k)) merged[k] = v;
+  return merged;
 }
 
 /** Keys of a limit an override may not give, and why (each keeps the limit's own). */
