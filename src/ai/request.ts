@@ -283,30 +283,15 @@ function referencesIn(
   format: AiSettings["format"],
 ): { inputs: number; images: number } {
   const found = { inputs: 0, images: 0 };
-  const part = (p: unknown, nested: boolean) => {
-    if (!isObject(p)) return;
+  forEachPart(fields, format, (p) => {
     const kind = referenceOf(p, format);
     if (kind === "input") found.inputs++;
     else if (kind === "image") found.images++;
-    else if (nested && p.type === "tool_result" && Array.isArray(p.content))
-      for (const q of p.content) part(q, false);
-  };
-  const parts = (content: unknown, nested: boolean) => {
-    if (Array.isArray(content)) for (const p of content) part(p, nested);
-  };
-  if (format === "responses") {
-    const input = fields.input;
-    parts(input, false);
-    if (Array.isArray(input)) for (const item of input) if (isObject(item)) parts(item.content, false);
-    return found;
-  }
-  const messages = fields.messages;
-  if (Array.isArray(messages))
-    for (const m of messages) {
-      if (!isObject(m)) continue;
-      parts(m.content, format === "anthropic");
-      if (format === "openai" && isObject(m.audio) && m.audio.id !== undefined) found.inputs++;
-    }
+    return kind !== undefined;
+  });
+  if (format === "openai" && Array.isArray(fields.messages))
+    for (const m of fields.messages)
+      if (isObject(m) && isObject(m.audio) && m.audio.id !== undefined) found.inputs++;
   return found;
 }
 
@@ -365,26 +350,42 @@ function imagesIn(
   bytes: number;
 } {
   const found = { count: 0, bytes: 0 };
+  forEachPart(fields, format, (part) => {
+    const payload = imagePayload(part, format);
+    if (payload === undefined) return false;
+    found.count++;
+    found.bytes += Buffer.byteLength(payload, "utf8");
+    return true;
+  });
+  return found;
+}
+
+/**
+ * Calls `visit` on each content part where the format puts them: a message's content (for
+ * Anthropic, and a tool result's content inside it, unless `visit` took the part itself), or
+ * for the Responses API an input item and a part of its content.
+ */
+function forEachPart(
+  fields: Readonly<Record<string, unknown>>,
+  format: AiSettings["format"],
+  visit: (part: Record<string, unknown>) => boolean,
+): void {
   const parts = (content: unknown, nested: boolean) => {
     if (!Array.isArray(content)) return;
     for (const part of content) {
-      const payload = imagePayload(part, format);
-      if (payload !== undefined) {
-        found.count++;
-        found.bytes += Buffer.byteLength(payload, "utf8");
-      } else if (nested && isObject(part) && part.type === "tool_result") parts(part.content, false);
+      if (!isObject(part) || visit(part)) continue;
+      if (nested && part.type === "tool_result") parts(part.content, false);
     }
   };
   if (format === "responses") {
     const input = fields.input;
     parts(input, false);
     if (Array.isArray(input)) for (const item of input) if (isObject(item)) parts(item.content, false);
-    return found;
+    return;
   }
   const messages = fields.messages;
   if (Array.isArray(messages))
     for (const m of messages) if (isObject(m)) parts(m.content, format === "anthropic");
-  return found;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
