@@ -48,6 +48,7 @@ const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
   shutdown_grace: "duration",
   sustained_denial: "duration",
   retry_hint_max: "duration",
+  idle_timeout: "duration",
   tunnel_idle_timeout: "duration",
   timeout: "duration",
   connect_timeout: "duration",

@@ -732,6 +732,11 @@ export const configSchema = z
       .default(1)
       .describe("processes serving the proxy listener; auto: one per core"),
     shutdown_grace: duration().default(10_000).describe("on SIGTERM, how long requests in flight may finish"),
+    idle_timeout: duration()
+      .default(75_000)
+      .describe(
+        "a client connection with nothing in flight (HTTP/1.1 keep-alive, or HTTP/2 with no stream open) is closed after this; HTTP/2 with a GOAWAY first (default 75s)",
+      ),
     tunnel_idle_timeout: duration()
       .default(300_000)
       .describe("a WebSocket tunnel with no bytes either way for this long is closed (default 5m)"),

@@ -125,8 +125,12 @@ export class Gateway {
   proxyAddress: AddressInfo | undefined;
   adminAddress: AddressInfo | undefined;
 
+  /** A test gave the listener its idle timeout: the config's does not replace it. */
+  private readonly idleTimeoutFixed: boolean;
+
   private constructor(runtime: Runtime, logger: Logger, options: GatewayOptions) {
     this.logger = logger;
+    this.idleTimeoutFixed = options.serverOptions?.keepAliveTimeout !== undefined;
     this.pools = new UpstreamPools({ logger, metrics: this.metrics });
     // Built now, not at the first request: the health checks start with the gateway.
     this.pools.retain(runtime.upstreams);
@@ -190,6 +194,7 @@ export class Gateway {
       overrides: this.overrides.table,
       onReload: (result) => {
         this.applyCertificate();
+        this.applyIdleTimeout();
         options.onReload?.(result);
       },
     });
@@ -213,7 +218,11 @@ export class Gateway {
     // cannot answer is read again in the background).
     await gateway.overrides.start();
     const role = options.role ?? "all";
-    await gateway.listen({ ...PROXY_SERVER_OPTIONS, ...options.serverOptions }, role, options.metricsText);
+    await gateway.listen(
+      { ...PROXY_SERVER_OPTIONS, keepAliveTimeout: runtime.config.idle_timeout, ...options.serverOptions },
+      role,
+      options.metricsText,
+    );
     // Every instance sends what is due, whichever instance queued it; the primary of workers too.
     gateway.alerts.alerts.start();
     // Workers reload when their primary says so; only one process watches the file.
@@ -319,6 +328,12 @@ export class Gateway {
       // With workers, the primary says "tollgate listening" once all of them are.
       role === "all" ? "tollgate listening" : `${role} listening`,
     );
+  }
+
+  /** After a reload: `idle_timeout` for the connections opened from now on (unless a test fixed it). */
+  private applyIdleTimeout(): void {
+    if (this.idleTimeoutFixed) return;
+    this.proxyServer?.setIdleTimeout(this.generations.current.runtime.config.idle_timeout);
   }
 
   /**

@@ -32,8 +32,11 @@ export const PROXY_SERVER_OPTIONS: ProxyServerOptions = {
   headersTimeout: 10_000,
   /** The whole request, body included, must arrive within this. */
   requestTimeout: 120_000,
-  /** An idle keep-alive connection is closed after this. */
-  keepAliveTimeout: 5000,
+  /**
+   * An idle keep-alive connection (HTTP/2: a session with no stream open) is closed after this;
+   * the config's `idle_timeout` sets it, and a reload changes it for connections opened after.
+   */
+  keepAliveTimeout: 75_000,
   connectionsCheckingInterval: 1000,
   /** Larger header blocks are a 431 (HTTP/2: its SETTINGS_MAX_HEADER_LIST_SIZE, see tls.ts). */
   maxHeaderSize: MAX_REQUEST_HEADER_BYTES,
@@ -54,6 +57,8 @@ export interface ProxyListener {
    */
   closeIdleConnections(): void;
   closeAllConnections(): void;
+  /** How long a connection with nothing in flight is kept (connections idle now keep theirs). */
+  setIdleTimeout(ms: number): void;
   /** TLS: the certificate for new connections (open ones keep theirs). */
   useCertificate?(tls: ListenerTls): void;
 }
@@ -73,6 +78,9 @@ export function createProxyListener(
     close: () => server.close(),
     closeIdleConnections: () => server.closeIdleConnections(),
     closeAllConnections: () => server.closeAllConnections(),
+    setIdleTimeout(ms) {
+      server.keepAliveTimeout = ms;
+    },
   };
 }
 

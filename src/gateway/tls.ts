@@ -138,6 +138,10 @@ export function createTlsProxyListener(
       // Node's Http2SecureServer has the HTTP/1.1 server's connection list but not this method.
       HttpServer.prototype.closeAllConnections.call(server as unknown as HttpServer);
     },
+    setIdleTimeout(ms) {
+      h1.keepAliveTimeout = ms;
+      limits.idleMs = ms;
+    },
     useCertificate(next: ListenerTls) {
       // setSecureContext resets every TLS option it is not given: these two are all there are.
       (server as Http2SecureServer).setSecureContext({ cert: next.cert, key: next.key });

@@ -534,6 +534,59 @@ describe("clients that go away or never come", () => {
   });
 });
 
+describe("an HTTP/2 upload answered before its body", () => {
+  it("is reset with NO_ERROR once its refusal is out, instead of being read until the request timeout", async () => {
+    const raw = await rawH2(port);
+    const fields: [string, string][] = [
+      [":method", "POST"],
+      [":scheme", "https"],
+      [":authority", "localhost"],
+      [":path", "/upload"],
+      ["x-api-key", "no-such-key"],
+      ["content-length", "10000000"],
+    ];
+    raw.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, headerBlock(fields)));
+    raw.write(frame(FRAME.DATA, 0, 1, Buffer.alloc(1000)));
+    // The refusal (END_STREAM on its last frame), then the reset: the client stops sending.
+    const answer = await raw.waitFor((f) => f.type === FRAME.HEADERS && f.stream === 1);
+    expect(answer.stream).toBe(1);
+    await raw.waitFor((f) => f.type === FRAME.RST_STREAM && f.stream === 1, 1500);
+    expect(raw.rstCode(1)).toBe(ERROR.NO_ERROR);
+    // The connection stays usable for the next request.
+    raw.write(frame(FRAME.HEADERS, FLAG.END_HEADERS | FLAG.END_STREAM, 3, headerBlock(getFields("/after"))));
+    await raw.waitFor((f) => f.type === FRAME.HEADERS && f.stream === 3);
+    expect(raw.goawayCode()).toBeUndefined();
+    raw.destroy();
+  });
+
+  it("is reset too when the upstream answers before reading it", async () => {
+    upstream.handle = (_req, res) => {
+      res.statusCode = 413;
+      res.end("too big");
+    };
+    const raw = await rawH2(port);
+    try {
+      const fields: [string, string][] = [
+        [":method", "POST"],
+        [":scheme", "https"],
+        [":authority", "localhost"],
+        [":path", "/upload"],
+        ["x-api-key", "key-free"],
+        ["content-length", "10000000"],
+      ];
+      raw.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, headerBlock(fields)));
+      raw.write(frame(FRAME.DATA, 0, 1, Buffer.alloc(1000)));
+      const answer = await raw.waitFor((f) => f.type === FRAME.HEADERS && f.stream === 1);
+      expect(answer.stream).toBe(1);
+      await raw.waitFor((f) => f.type === FRAME.RST_STREAM && f.stream === 1, 1500);
+      expect(raw.rstCode(1)).toBe(ERROR.NO_ERROR);
+    } finally {
+      upstream.handle = null;
+      raw.destroy();
+    }
+  });
+});
+
 describe("idle HTTP/2 connections", () => {
   it("closes a connection with no stream open after keepAliveTimeout, PINGs or not", async () => {
     const raw = await rawH2(port);
