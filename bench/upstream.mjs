@@ -5,6 +5,11 @@ import { createServer } from "node:http";
 const body = Buffer.from('{"ok":true}');
 const server = createServer((req, res) => {
   req.resume();
+  // /upload answers once the whole body has come, as a server that reads its input does.
+  if (req.url.startsWith("/upload")) {
+    req.on("end", () => res.end(body));
+    return;
+  }
   res.writeHead(200, { "content-type": "application/json", "content-length": body.length });
   res.end(body);
 });

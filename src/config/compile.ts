@@ -42,6 +42,13 @@ export interface CompiledUpstream {
   connectTimeoutMs: number;
   connections: number;
   /**
+   * `caller_share` as a count: the requests one caller may have in flight to this upstream on
+   * this instance (at least 1), whatever its limits allow (proxy/caller-share.ts).
+   */
+  callerShare: number;
+  /** Pooled connections of all its targets together. */
+  capacity: number;
+  /**
    * Where requests go, balanced by weight (`targets`, or the one `url`). `origin` and `host`
    * above are the first target's; `basePath` is every target's (checks.ts).
    */
@@ -298,7 +305,7 @@ function compileAi(ai: RouteConfig["ai"]): AiSettings | undefined {
   };
 }
 
-const UPSTREAM_DEFAULTS = { timeout: 30_000, connect_timeout: 2000, connections: 128 };
+const UPSTREAM_DEFAULTS = { timeout: 30_000, connect_timeout: 2000, connections: 128, caller_share: 0.25 };
 
 /** An upstream's settings with the short form's defaults filled in. */
 function longUpstream(value: Config["upstreams"][string]) {
@@ -365,6 +372,8 @@ function compileUpstream(
     timeoutMs: long.timeout,
     connectTimeoutMs: poolConnectTimeout,
     connections: long.connections,
+    capacity: long.connections * targets.length,
+    callerShare: Math.max(1, Math.floor(long.caller_share * long.connections * targets.length)),
     targets,
     health,
     retries: typeof value === "string" ? 0 : value.retries,

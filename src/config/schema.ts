@@ -379,6 +379,15 @@ const upstreamLong = z.strictObject({
     .min(1)
     .default(128)
     .describe("pooled connections to this upstream (default 128)"),
+  caller_share: percent()
+    .refine(
+      (share) => share > 0 && share <= 1,
+      "caller_share is a share of the pool: above 0% and at most 100%",
+    )
+    .default(0.25)
+    .describe(
+      "the share of this upstream's connections (connections × targets) one caller is sure of on one instance; past it, while less than a share of the pool is free, its requests are a 429 before any limit is charged (default 25%; 100%: no bound, requests queue for a connection)",
+    ),
   // TLS to https:// targets (config/upstream-tls.ts reads the files; checks.ts refuses them on
   // an upstream with no https target, where they would silently do nothing).
   ca_file: z

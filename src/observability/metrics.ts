@@ -47,6 +47,8 @@ export class Metrics {
   readonly breakerState: Gauge;
   readonly sustainedDenials: Gauge;
   readonly localDenials: Counter;
+  /** Requests refused because their caller held its whole share of the upstream (caller_share). */
+  readonly callerShareRefusals: Counter<"upstream">;
   readonly authFailures: Counter<"reason">;
   private readonly nearLimit: Counter<"route">;
   private readonly nearLimitChildren = new Map<string, { inc(): void }>();
@@ -127,6 +129,12 @@ export class Metrics {
     this.localDenials = new Counter({
       name: "tollgate_local_denials_total",
       help: "Requests denied by the deny cache, without asking the store.",
+      registers: [this.registry],
+    });
+    this.callerShareRefusals = new Counter({
+      name: "tollgate_caller_share_refusals_total",
+      help: "Requests refused before any limit because their caller had its whole caller_share of the upstream's connections in flight.",
+      labelNames: ["upstream"],
       registers: [this.registry],
     });
     this.authFailures = new Counter({

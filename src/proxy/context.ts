@@ -18,6 +18,7 @@ import { type Metrics, NO_ROUTE, type RequestDecision } from "../observability/m
 import type { SustainedDenials } from "../observability/sustained.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import type { BodyMemory } from "./body-memory.js";
+import type { CallerShares } from "./caller-share.js";
 import type { Handshake } from "./upgrade.js";
 
 /**
@@ -67,6 +68,8 @@ export interface ProxyEnv {
   clock: Clock;
   /** What AI bodies being read hold (body-memory.ts); outlives reloads. */
   bodyMemory: BodyMemory;
+  /** What each caller holds of each upstream's connections (caller-share.ts); outlives reloads. */
+  callerShares: CallerShares;
   /** Keys issued at runtime (runtime/key-lookup.ts); undefined: the YAML's keys only. */
   storedKeys?: StoredKeyLookup | undefined;
 }

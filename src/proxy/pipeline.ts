@@ -7,10 +7,12 @@ import type { Socket } from "node:net";
 import { requestIdOf } from "../http/request-id.js";
 import { closeAfterAnswer } from "../http/unread-body.js";
 import type { AllowedDecision, LimitDecision } from "../limits/decision.js";
+import { callerLabel } from "../limits/keys.js";
 import { type Admission, admit } from "./admit.js";
 import { type AiBodyResult, readAiBody } from "./ai-body.js";
 import { BodyMemory } from "./body-memory.js";
 import { alertIfRefused, budgetReporter } from "./budget-usage.js";
+import { CallerShares } from "./caller-share.js";
 import {
   type Admitted,
   type Clock,
@@ -35,9 +37,11 @@ import type { UpstreamPools } from "./upstreams.js";
  */
 const HANDSHAKE_TIMEOUT_MS = 60_000;
 
-export interface PipelineDeps extends Omit<ProxyEnv, "clock" | "bodyMemory"> {
+export interface PipelineDeps extends Omit<ProxyEnv, "clock" | "bodyMemory" | "callerShares"> {
   /** What AI bodies being read hold; default: a process-wide bound of its own. */
   bodyMemory?: BodyMemory;
+  /** What callers hold of the upstreams; default: a table of its own. */
+  callerShares?: CallerShares;
   /** The current generation; read once per request. */
   generation: () => Generation;
   pools: UpstreamPools;
@@ -53,6 +57,7 @@ export function createPipeline(deps: PipelineDeps) {
   const env: ProxyEnv & PipelineDeps = Object.assign({}, deps, {
     clock: deps.clock ?? SYSTEM_CLOCK,
     bodyMemory: deps.bodyMemory ?? new BodyMemory(),
+    callerShares: deps.callerShares ?? new CallerShares(),
   });
   const { logger } = env;
 
@@ -101,8 +106,38 @@ export function createPipeline(deps: PipelineDeps) {
       refuse(env, ctx, admission);
       return;
     }
+    if (!holdShare(admission)) return;
     if (admission.route.ai) readThenDecide(admission);
     else decideFor(admission);
+  }
+
+  /**
+   * One of the caller's `caller_share` slots on the route's upstream, held until the response
+   * closes; without one the request is refused before its body is read or any limit charged.
+   * Exempt callers (the operator's own) and WebSocket tunnels (their own sockets, not the
+   * pool's) hold none.
+   */
+  function holdShare(ctx: Admitted): boolean {
+    if (ctx.exempt || ctx.upgrade) return true;
+    const upstream = ctx.route.upstream;
+    const caller = callerLabel(ctx.caller);
+    if (!env.callerShares.acquire(upstream.name, caller, upstream.callerShare, upstream.capacity)) {
+      env.metrics.callerShareRefusals.labels(upstream.name).inc();
+      refuse(
+        env,
+        ctx,
+        new Refusal(
+          "quota_exceeded",
+          "limited",
+          `This caller has ${env.callerShares.holding(upstream.name, caller)} requests in flight to this route's upstream, more than its share (${upstream.callerShare}) of the upstream's connections on this instance while they are short; retry once one of them has finished.`,
+          undefined,
+          1,
+        ),
+      );
+      return false;
+    }
+    ctx.res.once("close", () => env.callerShares.release(upstream.name, caller));
+    return true;
   }
 
   /**

@@ -8,13 +8,14 @@ import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
 const TOKEN = "admin-secret-token";
 
+// caller_share 100%: one bulk caller holds 1000 requests at once on purpose.
 const yaml = (burst: number, extra = "", connections = 128) => `
 listen: 127.0.0.1:0
 admin: { listen: 127.0.0.1:0, token: \${ADMIN_TOKEN} }
 log: { level: info, requests: false }
 store: { url: memory:// }
 upstreams:
-  api: { url: \${UPSTREAM_URL}, connections: ${connections} }
+  api: { url: \${UPSTREAM_URL}, connections: ${connections}, caller_share: 100% }
 clients:
   - { id: c1, key: k1, plan: p }
   - { id: bulk, key: bulk-key, plan: big }

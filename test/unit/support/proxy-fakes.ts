@@ -8,6 +8,7 @@ import { AuthFailureThrottle } from "../../../src/identity/auth-failures.js";
 import { Metrics } from "../../../src/observability/metrics.js";
 import { SustainedDenials } from "../../../src/observability/sustained.js";
 import { BodyMemory } from "../../../src/proxy/body-memory.js";
+import { CallerShares } from "../../../src/proxy/caller-share.js";
 import {
   type Generation,
   type ProxyEnv,
@@ -43,6 +44,7 @@ export function testEnv(): TestEnv {
     sustained: new SustainedDenials(() => 60_000, { onSustained: () => {}, onCount: () => {} }),
     authFailures: new AuthFailureThrottle(),
     bodyMemory: new BodyMemory(),
+    callerShares: new CallerShares(),
     clock: { now: () => now, monotonic: () => monotonic },
     lines,
     advance(ms: number) {
