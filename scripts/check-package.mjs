@@ -7,7 +7,7 @@
 //   3. in an empty project, `npm install ./tollgate-*.tgz`, then:
 //      `npx tollgate --check` on a valid config (exit 0) and on a misspelt one (exit 2, "did you
 //      mean"); an ESM import and a CommonJS require of "tollgate" that check limits and exit on
-//      their own once the store is closed; the README's library example, with Redis down;
+//      their own once the store is closed; docs/library.md's library example, with Redis down;
 //      "tollgate/gateway" loading a config; "tollgate" loading none of the gateway's dependencies
 //      (undici, pino, prom-client) and "tollgate/client" importing nothing; `tsc --noEmit`
 //      passing a correct limit definition and the gateway's types, and failing `{ burts: 10 }`;
@@ -242,11 +242,11 @@ for (const [kind, file] of [
   pass(`${kind} of "tollgate" and "tollgate/client": checks limits, exits once the store is closed`);
 }
 
-// The README's library example, as written, against a Redis that is not there: it must say so,
-// catch the StoreUnavailableError and exit on its own.
-const readme = readFileSync(join(project, "README.md"), "utf8");
-const example = /## As a library\n+```ts\n([\s\S]*?)```/.exec(readme)?.[1];
-if (!example?.includes('"redis://127.0.0.1:6379"')) fail("README.md has no library example to run");
+// The library example docs/library.md opens with, as written, against a Redis that is not there:
+// it must say so, catch the StoreUnavailableError and exit on its own.
+const libraryDoc = readFileSync(join(project, "docs/library.md"), "utf8");
+const example = /^# As a library\n[\s\S]*?```ts\n([\s\S]*?)```/m.exec(libraryDoc)?.[1];
+if (!example?.includes('"redis://127.0.0.1:6379"')) fail("docs/library.md has no library example to run");
 const closed = await new Promise((resolve) => {
   const server = createServer().listen(0, "127.0.0.1", () => {
     const { port } = server.address();
@@ -258,11 +258,11 @@ writeFileSync(
   example.replace('"redis://127.0.0.1:6379"', `"redis://127.0.0.1:${closed}"`),
 );
 const exampleRun = run(process.execPath, ["readme-example.mjs"], consumer, { timeout: 20_000 });
-if (exampleRun.signal) fail("the README's library example did not exit on its own");
+if (exampleRun.signal) fail("the library example of docs/library.md did not exit on its own");
 if (exampleRun.status !== 0 || !exampleRun.stderr.includes("Redis is not reachable")) {
-  fail("the README's library example, Redis down", `${exampleRun.stdout}\n${exampleRun.stderr}`);
+  fail("the library example of docs/library.md, Redis down", `${exampleRun.stdout}\n${exampleRun.stderr}`);
 }
-pass(`the README's library example exits on its own with Redis down (${exampleRun.seconds} s)`);
+pass(`docs/library.md's library example exits on its own with Redis down (${exampleRun.seconds} s)`);
 
 // Each entry, as a consumer imports it, with a resolve hook that logs every URL Node resolves:
 // "tollgate" is the limiter alone, so it must not load the gateway's dependencies.

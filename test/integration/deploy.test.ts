@@ -324,8 +324,10 @@ describe("Dockerfile", () => {
   });
 });
 
-describe("README: docker run", () => {
-  const block = /## Deploying\n\n```sh\n([\s\S]*?)```/.exec(read("README.md"))![1]!.replace(/\\\n\s*/g, " ");
+describe("docs/deployment.md: docker run", () => {
+  const block = /^# Deploying\n[\s\S]*?```sh\n([\s\S]*?)```/m
+    .exec(read("docs/deployment.md"))![1]!
+    .replace(/\\\n\s*/g, " ");
   const run = block.split("\n").find((l) => l.startsWith("docker run"))!;
 
   it("mounts a config of the operator's own where the image looks for it", () => {

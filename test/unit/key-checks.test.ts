@@ -180,8 +180,8 @@ describe("route limits' names", () => {
     ]);
   });
 
-  it("passes the contract example that the README and docs/configuration.md show", () => {
-    for (const page of ["../../README.md", "../../docs/configuration.md"]) {
+  it("passes the contract example that docs/limits.md and docs/configuration.md show", () => {
+    for (const page of ["../../docs/limits.md", "../../docs/configuration.md"]) {
       const text = readFileSync(new URL(page, import.meta.url), "utf8");
       expect(text, page).toContain(`\`\`\`yaml\n${KEYED_LIMITS_EXAMPLE}\`\`\``);
     }
