@@ -70,7 +70,8 @@ export class Alerts {
   private ticking: Promise<void> | undefined;
   private readonly sending = new Set<Promise<void>>();
   private readonly sendingTo = new Map<string, number>();
-  private stopped = false;
+  /** Until start(), and after stop(): a tick() asked for by hand arms no poll after it. */
+  private stopped = true;
   private readonly now: () => number;
 
   constructor(private readonly options: AlertsOptions) {

@@ -3,7 +3,7 @@
 // in-process queue, two "instances" sharing it.
 import { createHmac } from "node:crypto";
 import { pino } from "pino";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { Alerts, type BudgetCrossing } from "../../src/alerts/alerts.js";
 import type { Sent } from "../../src/alerts/deliver.js";
 import { alertId, crossings, signature } from "../../src/alerts/events.js";
@@ -127,6 +127,16 @@ interface Harness {
   tickAll(): Promise<void>;
 }
 
+// Every harness instance, stopped after its test. A tick() ends by scheduling the next poll, a
+// real timer that re-arms itself every second (Alerts.tickOnce → schedule) even on an instance
+// never start()ed. Left running, such polls outlive their file: the unit files share a worker
+// (isolate: false), and a poll that fires while a later file has fake timers installed re-arms
+// into the fake clock, where vi.runAllTimersAsync() runs it 10 000 times and gives up.
+const live: Alerts[] = [];
+afterEach(async () => {
+  await Promise.all(live.splice(0).map((a) => a.stop()));
+});
+
 function harness(s = settings(), count = 2, queueOf?: (q: MemoryAlertQueue) => AlertQueue): Harness {
   const clock = { now: T0 };
   const queue = new MemoryAlertQueue(
@@ -155,6 +165,7 @@ function harness(s = settings(), count = 2, queueOf?: (q: MemoryAlertQueue) => A
         now: () => clock.now,
       }),
   );
+  live.push(...instances);
   return {
     clock,
     queue,
@@ -354,6 +365,10 @@ describe("the alert service", () => {
 });
 
 describe("a receiver that hangs", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it("holds at most its own share of the sends: the other target's deliveries go at once, and its own later, each once", async () => {
     const clock = { now: T0 };
     const s = settings();
@@ -384,12 +399,17 @@ describe("a receiver that hangs", () => {
       now: () => clock.now,
     });
     const KEYS = 20;
+    // The polls (every second: retry.first) in virtual time. They used to be real, and the
+    // waits below 100 real steps of 20 ms: two polls were needed after the release, the
+    // second due at about 2 s, and whether its sends landed before the last step was a race
+    // (lost every time in a file run alone).
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
     alerts.start();
     for (let i = 0; i < KEYS; i++) alerts.raise(crossing("budget.exhausted", 1, `p:{c:k${i}}:k`));
     const until = async (done: () => boolean, step = () => {}) => {
       for (let i = 0; i < 100 && !done(); i++) {
         step();
-        await new Promise((r) => setTimeout(r, 20));
+        await vi.advanceTimersByTimeAsync(100);
       }
     };
     const to = (t: string) => sent.filter((x) => x.target === t);

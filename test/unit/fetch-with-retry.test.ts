@@ -37,10 +37,27 @@ const limitedThenOk =
   (n) =>
     n === 1 ? new Response("slow down", { status, headers }) : new Response("ok", { status: 200 });
 
-/** Runs every wait `call` makes, in virtual time, and settles with its result. */
-async function settled<T>(call: Promise<T>): Promise<T> {
-  call.catch(() => {}); // observed by the caller's await, after the timers have run
-  await vi.runAllTimersAsync();
+/**
+ * Moves virtual time on by exactly `virtualMs`, the waits `call` is expected to make in all, and
+ * settles with its result; a call still waiting then fails the test at once. Not
+ * vi.runAllTimersAsync(): that runs whatever timer is in the fake clock until none is left, and a
+ * timer that re-arms itself (a poll another file left running, whose next turn was scheduled
+ * while this file's fake timers were installed) never leaves: it ran 10 000 times and aborted.
+ * A fixed advance runs such a timer a bounded number of times, and states how long each test
+ * waits.
+ */
+async function settled<T>(call: Promise<T>, virtualMs: number): Promise<T> {
+  let done = false;
+  call.then(
+    () => {
+      done = true;
+    },
+    () => {
+      done = true; // the rejection is observed by the caller's await
+    },
+  );
+  await vi.advanceTimersByTimeAsync(virtualMs);
+  if (!done) throw new Error(`fetchWithRetry still waiting after ${virtualMs} ms of virtual time`);
   return call;
 }
 
@@ -49,7 +66,7 @@ const waits = (hits: Hit[]) => hits.slice(1).map((hit, i) => hit.at - hits[i]!.a
 describe("fetchWithRetry", () => {
   it("429 with Retry-After: 1, then 200: one retry after a second", async () => {
     const s = server(limitedThenOk({ "retry-after": "1" }));
-    const r = await settled(fetchWithRetry("http://api/a", {}, { fetch: s.fetch }));
+    const r = await settled(fetchWithRetry("http://api/a", {}, { fetch: s.fetch }), 1000);
     expect(r.status).toBe(200);
     expect(await r.text()).toBe("ok");
     expect(waits(s.hits)).toEqual([1000]);
@@ -58,14 +75,14 @@ describe("fetchWithRetry", () => {
   it("Retry-After as an HTTP date", async () => {
     const at = new Date(Date.now() + 2000).toUTCString();
     const s = server(limitedThenOk({ "retry-after": at }, 503));
-    const r = await settled(fetchWithRetry("http://api/b", {}, { fetch: s.fetch }));
+    const r = await settled(fetchWithRetry("http://api/b", {}, { fetch: s.fetch }), 2000);
     expect(r.status).toBe(200);
     expect(waits(s.hits)).toEqual([2000]);
   });
 
   it("only the RateLimit headers: waits for the exhausted limit's reset", async () => {
     const s = server(limitedThenOk({ ratelimit: '"free.global";r=0;t=1, "free.tenant";r=40;t=9' }));
-    const r = await settled(fetchWithRetry("http://api/c", {}, { fetch: s.fetch }));
+    const r = await settled(fetchWithRetry("http://api/c", {}, { fetch: s.fetch }), 1000);
     expect(r.status).toBe(200);
     expect(waits(s.hits)).toEqual([1000]);
     // The draft headers alone say the same.
@@ -79,6 +96,7 @@ describe("fetchWithRetry", () => {
     const once = server(limitedThenOk({ "retry-after": "0" }));
     const r1 = await settled(
       fetchWithRetry("http://api/d", { method: "POST", body: "x" }, { fetch: once.fetch }),
+      0,
     );
     expect(r1.status).toBe(429);
     expect(once.hits).toHaveLength(1);
@@ -89,6 +107,7 @@ describe("fetchWithRetry", () => {
         { method: "POST", body: "x" },
         { fetch: twice.fetch, retryNonIdempotent: true },
       ),
+      100,
     );
     expect(r2.status).toBe(200);
     expect(twice.hits.map((h) => h.method)).toEqual(["POST", "POST"]);
@@ -100,7 +119,7 @@ describe("fetchWithRetry", () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(new Error("caller gave up")), 150);
     await expect(
-      settled(fetchWithRetry("http://api/e", { signal: controller.signal }, { fetch: s.fetch })),
+      settled(fetchWithRetry("http://api/e", { signal: controller.signal }, { fetch: s.fetch }), 150),
     ).rejects.toThrow("caller gave up");
     expect(Date.now() - T0).toBe(150);
     expect(vi.getTimerCount()).toBe(0); // the 5 s wait was cancelled, not left to run
@@ -111,6 +130,7 @@ describe("fetchWithRetry", () => {
     const s = server(() => new Response(null, { status: 503, headers: { "retry-after": "1" } }));
     const r = await settled(
       fetchWithRetry("http://api/f", {}, { fetch: s.fetch, maxElapsedMs: 2500, maxAttempts: 10 }),
+      2000,
     );
     expect(r.status).toBe(503);
     // At 0, 1 s and 2 s; a third wait would end past 2.5 s.
@@ -133,6 +153,7 @@ describe("fetchWithRetry", () => {
           onRetry: (i) => delays.push(Math.round(i.delayMs)),
         },
       ),
+      100 + 199 + 399,
     );
     expect(r.status).toBe(503);
     expect(s.hits).toHaveLength(4);
@@ -148,6 +169,7 @@ describe("fetchWithRetry", () => {
         {},
         { fetch: floored.fetch, maxAttempts: 3, random: () => 0, onRetry: (i) => floors.push(i.delayMs) },
       ),
+      100 + 100,
     );
     expect(floors).toEqual([100, 100]);
     expect(backoffDelayMs(10, 500, 30_000, () => 1)).toBe(30_000);
@@ -155,7 +177,7 @@ describe("fetchWithRetry", () => {
 
   it("a hint longer than maxDelayMs ends the retries with the server's answer", async () => {
     const s = server(() => new Response(null, { status: 429, headers: { "retry-after": "3600" } }));
-    const r = await settled(fetchWithRetry("http://api/h", {}, { fetch: s.fetch }));
+    const r = await settled(fetchWithRetry("http://api/h", {}, { fetch: s.fetch }), 0);
     expect(r.status).toBe(429);
     expect(s.hits).toHaveLength(1);
     expect(Date.now()).toBe(T0);
@@ -168,7 +190,8 @@ describe("fetchWithRetry", () => {
       throw new TypeError("fetch failed");
     }) as typeof fetch;
     await expect(
-      settled(fetchWithRetry("http://api/i", {}, { fetch: failing, maxAttempts: 3, baseDelayMs: 10 })),
+      // Jitter of at most 10 and 20 ms, under the 100 ms floor: two waits of 100 ms.
+      settled(fetchWithRetry("http://api/i", {}, { fetch: failing, maxAttempts: 3, baseDelayMs: 10 }), 200),
     ).rejects.toThrow("fetch failed");
     expect(calls).toBe(3);
   });
