@@ -7,6 +7,7 @@
 // - shared (no caller, tenant or ip part: a route budget, a per-org limit): by route alone the
 //   key is known; by request values it is anyone's, and /admin/limits/{name}?key=… reads it.
 import type { CompiledPlan, Runtime } from "../config/compile.js";
+import { planRouteLimits } from "../config/plan-routes.js";
 import type { ClientConfig } from "../config/schema.js";
 import type { Caller } from "../identity/caller.js";
 import { callerIpKey, parseIp, unwrapMapped } from "../identity/ip.js";
@@ -355,7 +356,7 @@ export function overriddenNames(rt: Runtime, id: string, plan: string): Readonly
 
 /** The limit names a client's own `limits` (the YAML's or a stored key's) replace in `plan`. */
 function limitNames(plan: string, limits: NonNullable<ClientConfig["limits"]>): ReadonlySet<string> {
-  const names = new Set(Object.keys(limits.routes).map((route) => `${plan}.${route}`));
+  const names = new Set(planRouteLimits(limits.routes).map((l) => `${plan}.${l.suffix}`));
   if (limits.global) names.add(`${plan}.global`);
   return names;
 }

@@ -1,6 +1,8 @@
 // What /admin/config shows: the shape of the config, never its secrets. Durations, rates and
 // sizes are written as in the file (`15m`, `5/s`, `1mb`), not in the gateway's internal units.
 import type { Runtime } from "../config/compile.js";
+import { isNamedLimits, type PlanRouteEntry } from "../config/plan-routes.js";
+import type { LimitConfig } from "../config/schema.js";
 import { formatDuration, formatRate } from "../config/units.js";
 import type { HeaderRules } from "../http/header-rules.js";
 import { storeAddress } from "../observability/store-errors.js";
@@ -19,10 +21,8 @@ export function formatSize(bytes: number): string {
   return `${bytes}b`;
 }
 
-type ParsedLimit = Runtime["config"]["plans"][string]["routes"][string];
-
 /** A limit as the file writes it: rates as `5/s`, windows and leases as `15m`. */
-function describeLimit(limit: ParsedLimit): Record<string, unknown> {
+function describeLimit(limit: LimitConfig): Record<string, unknown> {
   const out: Record<string, unknown> = { ...limit };
   if (limit.rate !== undefined) out.rate = formatRate(limit.rate);
   if (limit.window !== undefined) out.window = formatDuration(limit.window);
@@ -37,7 +37,7 @@ function describePlans(plans: Runtime["config"]["plans"]) {
       {
         ...(plan.global ? { global: describeLimit(plan.global) } : {}),
         ...(plan.tenant ? { tenant: describeLimit(plan.tenant) } : {}),
-        routes: Object.fromEntries(Object.entries(plan.routes).map(([r, l]) => [r, describeLimit(l)])),
+        routes: describeRouteEntries(plan.routes),
       },
     ]),
   );
@@ -47,8 +47,20 @@ function describePlans(plans: Runtime["config"]["plans"]) {
 function describeOverrides(limits: NonNullable<Runtime["config"]["clients"][number]["limits"]>) {
   return {
     ...(limits.global ? { global: describeLimit(limits.global) } : {}),
-    routes: Object.fromEntries(Object.entries(limits.routes).map(([r, l]) => [r, describeLimit(l)])),
+    routes: describeRouteEntries(limits.routes),
   };
+}
+
+/** A plan's (or a client's) routes: each one limit, or a map of named limits, as written. */
+function describeRouteEntries(routes: Readonly<Record<string, PlanRouteEntry>>) {
+  return Object.fromEntries(
+    Object.entries(routes).map(([route, entry]) => [
+      route,
+      isNamedLimits(entry)
+        ? Object.fromEntries(Object.entries(entry).map(([name, l]) => [name, describeLimit(l)]))
+        : describeLimit(entry),
+    ]),
+  );
 }
 
 /** Header rules without their values: `set` (or `unset`, when a value is empty) per name. */

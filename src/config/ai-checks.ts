@@ -8,6 +8,7 @@ import { parsePrice } from "../ai/prices.js";
 import { parseKeyBy, readsBody } from "../limits/key-by.js";
 import type { CheckableConfig } from "./checks.js";
 import type { PathSegment } from "./document.js";
+import { planRouteLimits } from "./plan-routes.js";
 import type { LimitConfig, RouteConfig } from "./schema.js";
 
 type Add = (path: PathSegment[], message: string, atKey?: string) => void;
@@ -25,8 +26,12 @@ function placedLimits(config: CheckableConfig): PlacedLimit[] {
   for (const [planName, plan] of Object.entries(config.plans)) {
     if (plan.global) out.push({ at: ["plans", planName, "global"], limit: plan.global, routes: undefined });
     if (plan.tenant) out.push({ at: ["plans", planName, "tenant"], limit: plan.tenant, routes: undefined });
-    for (const [routeName, limit] of Object.entries(plan.routes))
-      out.push({ at: ["plans", planName, "routes", routeName], limit, routes: [routeName] });
+    for (const { route: routeName, name, limit } of planRouteLimits(plan.routes))
+      out.push({
+        at: ["plans", planName, "routes", routeName, ...(name ? [name] : [])],
+        limit,
+        routes: [routeName],
+      });
   }
   config.routes.forEach((route, i) => {
     if (!route) return;
@@ -37,8 +42,12 @@ function placedLimits(config: CheckableConfig): PlacedLimit[] {
     if (!client?.limits) return;
     if (client.limits.global)
       out.push({ at: ["clients", i, "limits", "global"], limit: client.limits.global, routes: undefined });
-    for (const [routeName, limit] of Object.entries(client.limits.routes))
-      out.push({ at: ["clients", i, "limits", "routes", routeName], limit, routes: [routeName] });
+    for (const { route: routeName, name, limit } of planRouteLimits(client.limits.routes))
+      out.push({
+        at: ["clients", i, "limits", "routes", routeName, ...(name ? [name] : [])],
+        limit,
+        routes: [routeName],
+      });
   });
   return out;
 }

@@ -4,6 +4,7 @@
 // with. Messages never quote a URL or a secret.
 import type { CheckableConfig } from "./checks.js";
 import type { PathSegment } from "./document.js";
+import { planRouteLimits } from "./plan-routes.js";
 import type { LimitConfig } from "./schema.js";
 import { isCalendarWindow, type WindowLength } from "./units.js";
 
@@ -57,12 +58,16 @@ function hasCalendarBudget(config: CheckableConfig): boolean {
     l !== undefined && isCalendarWindow((l as { window?: WindowLength }).window);
   for (const plan of Object.values(config.plans)) {
     if (calendar(plan.global) || calendar(plan.tenant)) return true;
-    if (Object.values(plan.routes).some(calendar)) return true;
+    if (planRouteLimits(plan.routes).some((l) => calendar(l.limit))) return true;
   }
   for (const route of config.routes) if (route && Object.values(route.limits).some(calendar)) return true;
   for (const client of config.clients) {
     if (!client?.limits) continue;
-    if (calendar(client.limits.global) || Object.values(client.limits.routes).some(calendar)) return true;
+    if (
+      calendar(client.limits.global) ||
+      planRouteLimits(client.limits.routes).some((l) => calendar(l.limit))
+    )
+      return true;
   }
   return false;
 }

@@ -22,8 +22,9 @@ import { ANONYMOUS_PLAN, hasTokenBudgets } from "./compile.js";
 import type { PathSegment } from "./document.js";
 import { checkHeaderRules } from "./header-checks.js";
 import { checkKeyBys, checkOverrideBy, sharedBy } from "./key-checks.js";
+import { entryLimits, isNamedLimits, type PlanRouteEntry, planRouteLimits } from "./plan-routes.js";
 import { suggest } from "./problems.js";
-import type { ClientConfig, Config, LimitConfig, RouteConfig } from "./schema.js";
+import { type ClientConfig, type Config, LIMIT_NAME, type LimitConfig, type RouteConfig } from "./schema.js";
 import { formatDuration, isCalendarWindow, windowLengthMs } from "./units.js";
 
 export interface PathProblem {
@@ -158,7 +159,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   for (const [planName, plan] of Object.entries(config.plans)) {
     if (plan.global) checkLimit(["plans", planName, "global"], plan.global, add);
     if (plan.tenant) checkLimit(["plans", planName, "tenant"], plan.tenant, add);
-    for (const [routeName, limit] of Object.entries(plan.routes)) {
+    for (const [routeName, entry] of Object.entries(plan.routes)) {
       if (!knownRoute(routeName)) {
         add(
           ["plans", planName, "routes"],
@@ -167,7 +168,17 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
         );
         continue;
       }
-      checkLimit(["plans", planName, "routes", routeName], limit, add);
+      for (const { name, limit } of entryLimits(routeName, entry)) {
+        if (name !== undefined && !LIMIT_NAME.test(name)) {
+          add(
+            ["plans", planName, "routes", routeName],
+            `a plan route limit's name may only hold letters, digits, "_" and "-" (1 to 64 of them): the limit is named <plan>.<route>.<name>`,
+            name,
+          );
+          continue;
+        }
+        checkLimit(["plans", planName, "routes", routeName, ...(name ? [name] : [])], limit, add);
+      }
     }
     checkCosts(["plans", planName], plan, routeCosts, add);
   }
@@ -255,12 +266,12 @@ function checkCosts(
       `route "${costliest.name}" costs ${costliest.cost}, more than this limit's ${burst}: it could never be admitted${more}`,
     );
   }
-  for (const [routeName, limit] of Object.entries(limits.routes)) {
+  for (const { route: routeName, name, limit } of planRouteLimits(limits.routes)) {
     const burst = burstOf(limit);
     const cost = routeCosts.cost.get(routeName);
     if (burst !== undefined && cost !== undefined && cost > burst) {
       add(
-        [...at, "routes", routeName],
+        [...at, "routes", routeName, ...(name ? [name] : [])],
         `route "${routeName}" costs ${cost}, more than this limit's ${burst}: it could never be admitted`,
       );
     }
@@ -308,12 +319,15 @@ function checkClientLimits(
     if (shared) add(at, shared, "global");
     checkLimit([...at, "global"], limits.global, add);
   }
-  const checked: Plan["routes"] = {};
-  for (const [routeName, limit] of Object.entries(limits.routes)) {
+  const checked: Record<string, PlanRouteEntry> = {};
+  for (const [routeName, entry] of Object.entries(limits.routes)) {
     const route = routeByName.get(routeName);
-    checkOverrideBy([...at, "routes", routeName], `${where}.routes.${routeName}`, limit, add);
     if (!plan) {
-      checkLimit([...at, "routes", routeName], limit, add);
+      for (const { name, limit, suffix } of entryLimits(routeName, entry)) {
+        const path = [...at, "routes", routeName, ...(name ? [name] : [])];
+        checkOverrideBy(path, `${where}.routes.${suffix}`, limit, add);
+        checkLimit(path, limit, add);
+      }
       continue;
     }
     if (!Object.hasOwn(plan.routes, routeName)) {
@@ -327,22 +341,51 @@ function checkClientLimits(
       );
       continue;
     }
-    const planBy = plan.routes[routeName]!.by;
-    if (planBy === undefined && route?.by !== undefined) {
+    const planned = plan.routes[routeName]!;
+    if (isNamedLimits(entry) !== isNamedLimits(planned)) {
       add(
         [...at, "routes"],
-        `route "${routeName}" is limited by ${route.by}: ${where}.routes.${routeName} is one budget shared by every ${route.by === "tenant" ? "client of a tenant" : "caller from one address"}, and they would disagree on its size; change it in the plan instead`,
+        isNamedLimits(planned)
+          ? `${where}.routes.${routeName} is a map of named limits (${Object.keys(planned).join(", ")}): size them by name here, e.g. ${routeName}: { ${Object.keys(planned)[0]}: { … } }`
+          : `${where}.routes.${routeName} is one limit: size it here as one limit, not a map of named limits`,
         routeName,
       );
       continue;
     }
-    const shared = sharedPlanLimit(`${where}.routes.${routeName}`, planBy, false);
-    if (shared) {
-      add([...at, "routes"], shared, routeName);
-      continue;
+    const sized: Record<string, LimitConfig> = {};
+    for (const { name, limit, suffix } of entryLimits(routeName, entry)) {
+      const path = [...at, "routes", routeName, ...(name ? [name] : [])];
+      const planLimit =
+        name === undefined ? (planned as LimitConfig) : (planned as Record<string, LimitConfig>)[name];
+      checkOverrideBy(path, `${where}.routes.${suffix}`, limit, add);
+      if (planLimit === undefined) {
+        const names = Object.keys(planned);
+        add(
+          [...at, "routes", routeName],
+          `plan "${client.plan}" has no limit "${name}" for route "${routeName}" to override${didYouMean(name!, names)}; add it to ${where}.routes.${routeName}, or remove it here`,
+          name,
+        );
+        continue;
+      }
+      const planBy = planLimit.by;
+      if (planBy === undefined && route?.by !== undefined) {
+        add(
+          path.slice(0, -1),
+          `route "${routeName}" is limited by ${route.by}: ${where}.routes.${suffix} is one budget shared by every ${route.by === "tenant" ? "client of a tenant" : "caller from one address"}, and they would disagree on its size; change it in the plan instead`,
+          String(path[path.length - 1]),
+        );
+        continue;
+      }
+      const shared = sharedPlanLimit(`${where}.routes.${suffix}`, planBy, false);
+      if (shared) {
+        add(path.slice(0, -1), shared, String(path[path.length - 1]));
+        continue;
+      }
+      checkLimit(path, limit, add);
+      if (name === undefined) checked[routeName] = limit;
+      else sized[name] = limit;
     }
-    checkLimit([...at, "routes", routeName], limit, add);
-    checked[routeName] = limit;
+    if (Object.keys(sized).length > 0) checked[routeName] = sized;
   }
   checkCosts(at, { global: limits.global, routes: checked }, routeCosts, add);
 }

@@ -22,6 +22,7 @@ import { compileRewrite, type PathRewrite } from "../routing/rewrite.js";
 import { DEFAULT_USAGE_FIELDS, parseUsageFields, type UsageFields } from "../usage/fields.js";
 import { type AdminToken, compileAdminTokens } from "./admin-tokens.js";
 import { type ListenerTls, listenAddress } from "./listener-tls.js";
+import { isNamedLimits, type PlanRouteEntry, planRouteLimits } from "./plan-routes.js";
 import type { ClientConfig, Config, FailurePolicy, LimitConfig, RouteConfig } from "./schema.js";
 import type { UpstreamTls } from "./upstream-tls.js";
 
@@ -244,10 +245,15 @@ export function hasTokenBudgets(config: {
   const isBudget = (l: LimitConfig | undefined) => l?.unit === "tokens";
   const anyBudget = (limits: Record<string, LimitConfig> | undefined) =>
     limits !== undefined && Object.values(limits).some(isBudget);
+  const anyRouteBudget = (routes: Record<string, PlanRouteEntry> | undefined) =>
+    routes !== undefined && planRouteLimits(routes).some((l) => isBudget(l.limit));
   for (const plan of Object.values(config.plans)) {
-    if (plan && (isBudget(plan.global) || isBudget(plan.tenant) || anyBudget(plan.routes))) return true;
+    if (plan && (isBudget(plan.global) || isBudget(plan.tenant) || anyRouteBudget(plan.routes))) return true;
   }
-  return config.routes.some((r) => anyBudget(r?.limits)) || config.clients.some((c) => anyBudget(c?.limits));
+  return (
+    config.routes.some((r) => anyBudget(r?.limits)) ||
+    config.clients.some((c) => isBudget(c?.limits?.global) || anyRouteBudget(c?.limits?.routes))
+  );
 }
 
 /**
@@ -440,17 +446,17 @@ class RouteLimits implements ReadonlyMap<string, readonly PlannedLimit[]> {
   constructor(
     private readonly routes: ReadonlyMap<string, CompiledRoute>,
     private readonly shared: readonly PlannedLimit[],
-    private readonly own: ReadonlyMap<string, PlannedLimit>,
+    private readonly own: ReadonlyMap<string, readonly PlannedLimit[]>,
   ) {}
 
-  /** The plan's global and tenant limits, its entry for the route, then the route's own limits. */
+  /** The plan's global and tenant limits, its entry (or entries) for the route, then the route's own limits. */
   get(name: string): readonly PlannedLimit[] | undefined {
     const built = this.built.get(name);
     if (built !== undefined) return built;
     const route = this.routes.get(name);
     if (!route) return undefined;
     const own = this.own.get(name);
-    const limits = own ? [...this.shared, own, ...route.limits] : [...this.shared, ...route.limits];
+    const limits = own ? [...this.shared, ...own, ...route.limits] : [...this.shared, ...route.limits];
     this.built.set(name, limits);
     return limits;
   }
@@ -517,17 +523,20 @@ function compilePlan(
     shared.push(planned(global, compiledBy(plan.global!.by, scopeBy("caller")), false, plan.global!));
   if (tenant)
     shared.push(planned(tenant, compiledBy(plan.tenant!.by, scopeBy("tenant")), true, plan.tenant!));
-  const own = new Map<string, PlannedLimit>();
-  for (const [routeName, limit] of Object.entries(plan.routes)) {
+  // Each route's own limits: one, or each of its map of named limits, in the order written.
+  const own = new Map<string, PlannedLimit[]>();
+  for (const { route: routeName, suffix, limit } of planRouteLimits(plan.routes)) {
     const route = routesByName.get(routeName);
-    const spec = route ? compileLimit(`${planName}.${routeName}`, limit, context) : null;
-    if (route && spec)
-      own.set(routeName, planned(spec, compiledBy(limit.by, scopeBy(route.by)), false, limit));
+    const spec = route ? compileLimit(`${planName}.${suffix}`, limit, context) : null;
+    if (!route || !spec) continue;
+    const list = own.get(routeName) ?? [];
+    list.push(planned(spec, compiledBy(limit.by, scopeBy(route.by)), false, limit));
+    own.set(routeName, list);
   }
   return {
     name: planName,
     limitsByRoute: new RouteLimits(routesByName, shared, own),
-    limits: [...shared, ...own.values()],
+    limits: [...shared, ...[...own.values()].flat()],
   };
 }
 
@@ -542,8 +551,20 @@ function overridden(plan: PlanConfig, limits: NonNullable<ClientConfig["limits"]
   // An override sizes a limit; how it is keyed stays the plan's (checks.ts refuses a `by` here).
   const keyedAs = (size: LimitConfig, of: LimitConfig | undefined): LimitConfig =>
     of?.by === undefined ? size : { ...size, by: of.by };
-  const routes = { ...plan.routes };
-  for (const [name, size] of Object.entries(limits.routes)) routes[name] = keyedAs(size, plan.routes[name]);
+  const routes: Record<string, PlanRouteEntry> = { ...plan.routes };
+  for (const [name, entry] of Object.entries(limits.routes)) {
+    const planned = plan.routes[name];
+    // A map replaces the plan's limits of the names it gives and keeps the others.
+    if (isNamedLimits(entry) && isNamedLimits(planned)) {
+      const merged: Record<string, LimitConfig> = { ...planned };
+      for (const [limitName, size] of Object.entries(entry))
+        merged[limitName] = keyedAs(size, planned[limitName]);
+      routes[name] = merged;
+    } else if (!isNamedLimits(entry) && !isNamedLimits(planned)) {
+      routes[name] = keyedAs(entry, planned);
+    }
+    // One form against the other is refused by checks.ts.
+  }
   return {
     ...plan,
     ...(limits.global ? { global: keyedAs(limits.global, plan.global) } : {}),
@@ -622,7 +643,8 @@ function keyedNames(
   for (const plan of Object.values(config.plans)) {
     collect(plan.global?.by, everywhere);
     collect(plan.tenant?.by, everywhere);
-    for (const [routeName, limit] of Object.entries(plan.routes)) collect(limit.by, routeSets(routeName));
+    for (const { route: routeName, limit } of planRouteLimits(plan.routes))
+      collect(limit.by, routeSets(routeName));
   }
   for (const route of config.routes)
     for (const limit of Object.values(route.limits)) collect(limit.by, routeSets(route.name));

@@ -80,6 +80,10 @@ const EXAMPLES: Record<string, string> = {
   "store.cluster": "[redis://10.0.0.1:7000, redis://10.0.0.2:7000]",
   "store.sentinel.name": "mymaster",
   "store.sentinel.nodes": "[10.0.0.1:26379]",
+  "plans.<name>.routes.<name>":
+    "{ rate: 10/s, burst: 20 }  or  { per-second: { rate: 10/s, burst: 10 }, daily: { algorithm: fixed_window, limit: 10000, window: 1d } }",
+  "clients[].limits.routes.<name>":
+    "{ rate: 50/s, burst: 100 }  or  { daily: { algorithm: fixed_window, limit: 50000, window: 1d } }",
   "upstreams.<name>": "http://127.0.0.1:3000",
   "upstreams.<name>.url": "http://api.internal:8080",
   "upstreams.<name>.timeout": "30s",

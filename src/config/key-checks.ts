@@ -9,6 +9,7 @@ import { type KeyBy, type KeyPart, parseKeyBy, partText } from "../limits/key-by
 import { normalizeTarget } from "../routing/normalize.js";
 import type { CheckableConfig, Invalid } from "./checks.js";
 import type { PathSegment } from "./document.js";
+import { planRouteLimits } from "./plan-routes.js";
 import type { LimitConfig, RouteConfig } from "./schema.js";
 
 type Add = (path: PathSegment[], message: string, atKey?: string) => void;
@@ -38,8 +39,12 @@ export function checkKeyBys(
       written.push({ at: at("tenant"), limit: plan.tenant, route: undefined });
       checkTenantBy(at("tenant"), planName, plan.tenant, add);
     }
-    for (const [routeName, limit] of Object.entries(plan.routes))
-      written.push({ at: at("routes", routeName), limit, route: routeByName.get(routeName) });
+    for (const { route: routeName, name, limit } of planRouteLimits(plan.routes))
+      written.push({
+        at: at("routes", routeName, ...(name ? [name] : [])),
+        limit,
+        route: routeByName.get(routeName),
+      });
   }
   config.routes.forEach((route, i) => {
     if (!route) return;
@@ -125,8 +130,13 @@ function checkRouteLimitNames(config: CheckableConfig, add: Add) {
   for (const [planName, plan] of Object.entries(config.plans)) {
     if (plan.global) planLimits.set(`${planName}.global`, `plan "${planName}"'s global limit`);
     if (plan.tenant) planLimits.set(`${planName}.tenant`, `plan "${planName}"'s tenant limit`);
-    for (const routeName of Object.keys(plan.routes))
-      planLimits.set(`${planName}.${routeName}`, `plan "${planName}"'s limit for route "${routeName}"`);
+    for (const { route: routeName, name, suffix } of planRouteLimits(plan.routes))
+      planLimits.set(
+        `${planName}.${suffix}`,
+        name === undefined
+          ? `plan "${planName}"'s limit for route "${routeName}"`
+          : `plan "${planName}"'s limit "${name}" for route "${routeName}"`,
+      );
   }
   if (planLimits.size === 0) return;
   config.routes.forEach((route, i) => {

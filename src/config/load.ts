@@ -360,7 +360,16 @@ function issueProblems(doc: PositionedDocument, issue: z.core.$ZodIssue): Config
     // The branch that got furthest into the value says what is wrong with it (`window: 60000`
     // in an auth_failures mapping is a bad duration, not a bad union); when no branch got past
     // the value's shape, say which shapes are accepted.
-    const branches = (issue as { errors?: z.core.$ZodIssue[][] }).errors ?? [];
+    // A branch that refused the value only because its members are not mappings (a map of named
+    // limits, given one limit) is the wrong shape altogether, not the furthest fit.
+    const wrongShape = (branch: z.core.$ZodIssue[]) =>
+      branch.length > 0 &&
+      branch.every((i) => i.code === "invalid_type" && i.expected === "object" && i.path.length === 1);
+    const all = (issue as { errors?: z.core.$ZodIssue[][] }).errors ?? [];
+    const fitting = all.filter((b) => !wrongShape(b));
+    // A branch that took the value as a map and refused only a key's spelling fits it best.
+    const keyed = fitting.find((b) => b.every((i) => i.code === "invalid_key"));
+    const branches = keyed ? [keyed] : fitting.length > 0 ? fitting : all;
     let best: z.core.$ZodIssue[] | undefined;
     let depth = 0;
     for (const branch of branches) {
@@ -395,8 +404,14 @@ function knownKeysAt(path: readonly PathSegment[]): string[] {
     else if (def.type === "array") schema = def.element;
     else if (def.type === "union") {
       const shape = objectBranch(def)?.def.shape as Record<string, unknown> | undefined;
-      if (!shape) return [];
-      schema = shape[String(segment)];
+      // A key the mapping branch lacks may be a record branch's (a plan route's named limits).
+      const record = (def.options as unknown[])
+        .map((o) => unwrap(o) as { def?: Record<string, unknown> } | undefined)
+        .find((o) => o?.def?.type === "record");
+      const member = shape?.[String(segment)];
+      if (member !== undefined) schema = member;
+      else if (record) schema = record.def!.valueType;
+      else return [];
     } else return [];
   }
   let def = (unwrap(schema) as { def?: Record<string, unknown> } | undefined)?.def;

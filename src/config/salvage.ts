@@ -8,6 +8,7 @@
 // (the store's "one of url, cluster, sentinel") are skipped rather than repeating its error.
 import type { CheckableConfig, Invalid } from "./checks.js";
 import type { PathSegment } from "./document.js";
+import { isNamedLimits } from "./plan-routes.js";
 import {
   type ClientConfig,
   clientSchema,
@@ -132,6 +133,17 @@ function salvagePlan(value: unknown): Plan | undefined {
   if (tenant) plan.tenant = tenant;
   if (isMapping(value.routes)) {
     for (const [route, v] of Object.entries(value.routes)) {
+      if (isNamedLimits(v)) {
+        // The named limits that pass, each alone.
+        const named = Object.fromEntries(
+          Object.entries(v).flatMap(([name, l]) => {
+            const parsed = limit(l);
+            return parsed ? [[name, parsed]] : [];
+          }),
+        );
+        if (Object.keys(named).length > 0) plan.routes[route] = named;
+        continue;
+      }
       const parsed = limit(v);
       if (parsed) plan.routes[route] = parsed;
     }

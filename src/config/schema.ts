@@ -577,6 +577,19 @@ const tenantSchema = z
       });
   });
 
+/**
+ * A plan's entry for a route: one limit, or a map of named limits (config/plan-routes.ts). A
+ * value that is neither is reported from the branch that got further into it (load.ts).
+ */
+const planRouteEntry = z.union([
+  limitSchema,
+  // Any key, so that a misspelt name is reported as one (checks.ts) rather than as a limit
+  // with an unknown key.
+  z
+    .record(z.string(), limitSchema)
+    .refine((named) => Object.keys(named).length > 0, "expected a limit, or a map of named limits"),
+]);
+
 export const clientSchema = z.strictObject({
   id: headerSafeName("a client id", "Tollgate-Client")
     .refine((id) => !id.toLowerCase().startsWith("jwt:"), {
@@ -604,9 +617,11 @@ export const clientSchema = z.strictObject({
           "refused by --check: the tenant limit is one budget shared by every client of the tenant; size it in the plan",
         ),
       routes: z
-        .record(z.string(), limitSchema)
+        .record(z.string(), planRouteEntry)
         .default({})
-        .describe("per route name: replaces the plan's limit of that route for this client"),
+        .describe(
+          "per route name: replaces the plan's limit of that route for this client (a map of named limits: each replaces the plan's limit of that name)",
+        ),
     })
     .optional()
     .describe(
@@ -730,7 +745,12 @@ export const routeSchema = z.strictObject({
 export const planSchema = z.strictObject({
   global: limitSchema.optional().describe("per caller, across all routes"),
   tenant: limitSchema.optional().describe("shared by every client of a tenant"),
-  routes: z.record(z.string(), limitSchema).default({}).describe("per route name: that route's limit"),
+  routes: z
+    .record(z.string(), planRouteEntry)
+    .default({})
+    .describe(
+      "per route name: that route's limit (named <plan>.<route>), or a map of named limits all decided together (each named <plan>.<route>.<name>)",
+    ),
 });
 
 export const configSchema = z
