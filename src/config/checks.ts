@@ -188,7 +188,7 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   const routeByName = new Map<string, RouteConfig>();
   for (const route of config.routes)
     if (route && !routeByName.has(route.name)) routeByName.set(route.name, route);
-  checkKeyBys(config, invalid, routeByName, add);
+  checkKeyBys(config, invalid, routeByName, add, warn);
   config.clients.forEach((client, i) => {
     if (!client) return;
     if (clientIds.has(client.id)) add(["clients", i, "id"], `duplicate client id "${client.id}"`);

@@ -101,6 +101,8 @@ export interface CompiledRoute {
    */
   keyedHeaders: readonly string[];
   keyedQuery: readonly string[];
+  /** `trusted_headers`, lower-case: refused from a peer that is not a trusted proxy (admit.ts). */
+  trustedHeaders: readonly string[];
   cost: number;
   onFailure: FailurePolicy;
   /** Largest request body in bytes (max_body); undefined: no cap. */
@@ -699,6 +701,7 @@ export function compileRuntime(
       limits: compileRouteLimits(r.name, r.limits, fraction, context),
       keyedHeaders: reads.headers,
       keyedQuery: reads.query,
+      trustedHeaders: r.trusted_headers.map((h) => h.toLowerCase()),
       cost: r.cost,
       onFailure: r.on_failure ?? config.store.on_failure,
       maxBody: r.max_body ?? (r.ai ? AI_DEFAULT_MAX_BODY : undefined),

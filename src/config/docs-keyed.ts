@@ -9,6 +9,7 @@ routes:
   - name: search
     match: { path: /v1/search, host: api.example.com } # host: exact or *.example.com; optional
     upstream: api
+    trusted_headers: [x-org-id] # set by the auth proxy in front; refused from anyone else
     limits: # route limits: apply to every caller, whatever the plan
       total: { rate: 500/s, burst: 1000, by: route } # named search.total
       per-org: { rate: 50/s, burst: 100, by: "header:x-org-id" } # named search.per-org
@@ -27,7 +28,7 @@ plans:
     global: { rate: 50/s, burst: 100 }
   free:
     routes:
-      reports: { limit: 10, window: 1m, by: "segment:3" } # /v1/reports/{id}: per report id
+      reports: { limit: 10, window: 1m, by: [caller, "segment:3"] } # /v1/reports/{id}: per caller and report
       models: { limit: 100, window: 1h, by: [caller, "header:x-model"] } # per caller and model
 `;
 
@@ -70,7 +71,12 @@ How a request's values are read and kept:
   controls or non-ASCII, is hashed (\`#\` and 22 characters of its SHA-256). No value can break the
   key layout, pass for another part's value, or grow a key past about 200 characters.
 - A request that carries a header or query parameter some limit of its route keys by more than
-  once is refused with \`400\`: an upstream may read either copy.
+  once, or a keyed header holding a comma-separated list (\`x-org-id: acme, acme\`), is refused
+  with \`400\`: an upstream may read either copy. A field whose one value holds commas
+  (\`user-agent\`, \`referer\`, dates) is read whole.
+- \`routes[].trusted_headers\` lists headers a trusted proxy in front sets (an auth service's
+  \`x-org-id\`): a request carrying one from an address outside \`identity.trusted_proxies\` is
+  refused with \`400\`, so its value is the proxy's, never the client's.
 - A header, query parameter or path segment is whatever the client sends, so a limit keyed by one
   alone is kept per value, not per client: changing the value gets a fresh budget, and copying
   another organisation's value spends that organisation's budget. \`[caller, "header:x-org-id"]\`
@@ -87,7 +93,11 @@ How a request's values are read and kept:
 \`segment:2\` are the same in every request, \`segment:3\` is the first that varies); a header name
 that is not a token; a credential header (\`authorization\`, the API key header), whose values
 would become state keys; a plan's \`tenant\` limit without a \`tenant\` part; a \`by\` in a
-client's \`limits\`, and an override of a budget callers share.
+client's \`limits\`, and an override of a budget callers share. It warns of a \`by\` made only
+of what the client writes (headers, query parameters, body fields, and on a plan's limits path
+segments), which a client evades by writing another value, unless each header is in the
+route's \`trusted_headers\`; \`body:model\` on an AI route keys by the model the upstream runs
+and bills, and a route limit's \`segment:\` by the resource it serves, so neither is warned of.
 
 The contract in one file (it passes \`tollgate --check\`; a test checks the copy on this page):
 

@@ -19,6 +19,8 @@ interface Written {
   at: PathSegment[];
   limit: LimitConfig;
   route: RouteConfig | undefined;
+  /** A route's own limit (`routes[].limits`): one budget every caller shares. */
+  shared?: boolean;
 }
 
 /**
@@ -30,6 +32,7 @@ export function checkKeyBys(
   invalid: Invalid,
   routeByName: ReadonlyMap<string, RouteConfig>,
   add: Add,
+  warn: Add,
 ) {
   const written: Written[] = [];
   for (const [planName, plan] of Object.entries(config.plans)) {
@@ -49,44 +52,105 @@ export function checkKeyBys(
   config.routes.forEach((route, i) => {
     if (!route) return;
     for (const [name, limit] of Object.entries(route.limits))
-      written.push({ at: ["routes", i, "limits", name], limit, route });
+      written.push({ at: ["routes", i, "limits", name], limit, route, shared: true });
   });
 
   // Without the identity section (it failed the schema), which identity is configured is unknown.
   const identity = invalid.sections.has("identity") ? undefined : config.identity;
   const apiKeyHeader = identity?.api_key.header.toLowerCase();
+  let refused = 0;
+  const counted: Add = (path, message, atKey) => {
+    refused++;
+    add(path, message, atKey);
+  };
   for (const w of written) {
     if (w.limit.by === undefined) continue;
     const by = parseKeyBy(w.limit.by);
     if ("error" in by) continue;
+    const before = refused;
     by.parts.forEach((part, j) => {
       const at: PathSegment[] = typeof w.limit.by === "string" ? [...w.at, "by"] : [...w.at, "by", j];
       if (part.kind === "claim" && identity && !identity.jwt) {
-        add(
+        counted(
           at,
           `${partText(part)} reads a claim of a verified JWT, but this file has no identity.jwt: no caller would carry one, so every request would be keyed by its caller instead; configure identity.jwt, or key by something requests carry (header:<name>)`,
         );
       }
       const secret = part.kind === "header" ? secretIn(part.name, apiKeyHeader) : undefined;
       if (secret) {
-        add(
+        counted(
           at,
           `${partText(part)} carries ${secret}: keying by it would write callers' secrets into state keys and the admin API; key by caller instead (one budget per client the credential names)`,
         );
       }
       if (part.kind === "header" && part.name.startsWith("tollgate-")) {
-        add(
+        counted(
           at,
           `${partText(part)} is a header the gateway sets for the upstream (Tollgate-Client, -Tenant, -Plan) and drops from clients: key by caller, tenant or claim:<name> instead`,
         );
       }
       if (part.kind === "segment" && w.route) {
         const problem = fixedSegment(part.index, w.route);
-        if (problem) add(at, problem);
+        if (problem) counted(at, problem);
       }
     });
+    // A `by` already refused above is fixed first; its warning would repeat the same advice.
+    if (refused > before) continue;
+    const chosen = clientChosenOnly(by.parts, w.route, config.routes, w.shared === true);
+    if (chosen) {
+      warn(
+        [...w.at, "by"],
+        `by: ${by.text} is made only of what the client writes (${chosen}): a client that writes another value gets a budget of its own; add caller (by: [caller, ${by.parts.map(partText).join(", ")}]) to keep it per caller, or, for a header a trusted proxy sets, list it in the route's trusted_headers`,
+      );
+    }
   }
   checkRouteLimitNames(config, add);
+}
+
+/**
+ * The client-chosen parts of a key made of nothing else, as text; undefined when some part is
+ * the gateway's own (caller, tenant, ip, a verified claim) or every chosen header is one a
+ * trusted proxy sets (`trusted_headers` of the route, or of every route for a plan's global and
+ * tenant limits), nor a path segment of a route's shared budget. A model named in an AI route's body is the model the upstream runs and bills:
+ * keyed by it, each model's budget is what that model costs, which another value cannot evade.
+ */
+function clientChosenOnly(
+  parts: readonly KeyPart[],
+  route: RouteConfig | undefined,
+  routes: readonly (RouteConfig | undefined)[],
+  shared: boolean,
+): string | undefined {
+  const chosen: string[] = [];
+  for (const part of parts) {
+    switch (part.kind) {
+      case "route":
+        continue;
+      case "header": {
+        const trustedBy = (r: RouteConfig | undefined) =>
+          r?.trusted_headers.some((h) => h.toLowerCase() === part.name) ?? false;
+        const known = routes.filter((r): r is RouteConfig => r !== undefined);
+        if (route ? trustedBy(route) : known.length > 0 && known.every(trustedBy)) continue;
+        chosen.push(partText(part));
+        continue;
+      }
+      case "body":
+        if (part.name === "model" && (route ? route.ai !== undefined : false)) continue;
+        chosen.push(partText(part));
+        continue;
+      case "segment":
+        // A route's shared budget per path segment is one per resource served (an organisation's
+        // data): another value is another resource's budget, the caller's own limits still apply.
+        if (shared) continue;
+        chosen.push(partText(part));
+        continue;
+      case "query":
+        chosen.push(partText(part));
+        continue;
+      default:
+        return undefined;
+    }
+  }
+  return chosen.length > 0 ? chosen.join(", ") : undefined;
 }
 
 /**

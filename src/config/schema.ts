@@ -665,6 +665,12 @@ export const routeSchema = z.strictObject({
     .enum(["ip", "tenant"])
     .optional()
     .describe("key the plans' limits of this route by client IP or by tenant (a limit's own by wins)"),
+  trusted_headers: z
+    .array(headerName())
+    .default([])
+    .describe(
+      "headers a trusted proxy in front sets on this route's requests (e.g. x-org from an auth service): from a peer outside identity.trusted_proxies a request carrying one is a 400, so a limit keyed by it alone cannot be chosen by a client",
+    ),
   limits: z
     .record(
       namePattern(

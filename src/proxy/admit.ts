@@ -16,7 +16,7 @@ import { formatIp } from "../identity/ip.js";
 import { ipKeyFor, socketPeer } from "../identity/peer.js";
 import { normalizeTarget } from "../routing/normalize.js";
 import { type Admitted, type ProxyEnv, Refusal, type RequestContext } from "./context.js";
-import { keyedValueProblem, methodOverrideProblem } from "./keyed-values.js";
+import { forgedTrustedHeader, keyedValueProblem, methodOverrideProblem } from "./keyed-values.js";
 
 export type Admission = Admitted | Refusal;
 
@@ -84,6 +84,16 @@ export function admit(ctx: RequestContext, env: AdmitEnv): Admission | Promise<A
   ctx.peer = peer;
   const identity = rt.identity;
   const peerTrusted = identity.trustedProxies.size > 0 && identity.trustedProxies.contains(peer.bytes);
+  if (route.trustedHeaders.length > 0 && !peerTrusted) {
+    const forged = forgedTrustedHeader(route.trustedHeaders, req.rawHeaders);
+    if (forged) {
+      return new Refusal(
+        "bad_request",
+        "bad_request",
+        `the ${forged} header of route "${route.name}" is set by a trusted proxy in front of the gateway, and this request came from an address that is not one (identity.trusted_proxies); send the request through that proxy`,
+      );
+    }
+  }
   const ip = peerTrusted
     ? resolveClientIp(
         peer.bytes,

@@ -12,6 +12,18 @@
 // Only routes some limit keys by a header or query parameter pay for this (compile.ts lists them).
 import { foldHeaderName, hasFoldedSpelling } from "../http/header-names.js";
 
+/** Singleton fields whose value may hold a comma: never a list, so never split by an upstream. */
+const ONE_VALUE_WITH_COMMAS: ReadonlySet<string> = new Set([
+  "user-agent",
+  "referer",
+  "date",
+  "if-modified-since",
+  "if-unmodified-since",
+  "if-range",
+  "cookie",
+  "content-disposition",
+]);
+
 /** The fields of a route its limits key by (CompiledRoute). */
 export interface KeyedFields {
   /** Lower-case header names. */
@@ -55,7 +67,29 @@ function headerProblem(keyed: readonly string[], rawHeaders: readonly string[]):
     if (seen.has(folded)) {
       return `the request carries the ${folded} header more than once; a limit of this route is kept per its value, so send it once`;
     }
+    // `acme, acme` in one line is the list two lines make (RFC 9110 §5.3), and an upstream may
+    // read either member; keyed as written it would be a budget of its own. Fields that are one
+    // value whose own grammar holds commas (a browser's User-Agent, a date) are read whole.
+    if (!ONE_VALUE_WITH_COMMAS.has(folded) && rawHeaders[i + 1]!.includes(",")) {
+      return `the request's ${folded} header holds a list of values; a limit of this route is kept per its value, so send one value, once`;
+    }
     seen.add(folded);
+  }
+  return undefined;
+}
+
+/**
+ * The first of a route's `trusted_headers` the request carries (any spelling an upstream folds
+ * onto it), or undefined. Only asked of requests from peers that are not trusted proxies.
+ */
+export function forgedTrustedHeader(
+  trusted: readonly string[],
+  rawHeaders: readonly string[],
+): string | undefined {
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const lower = rawHeaders[i]!.toLowerCase();
+    const folded = hasFoldedSpelling(lower) ? foldHeaderName(lower) : lower;
+    if (trusted.includes(folded)) return folded;
   }
   return undefined;
 }

@@ -31,6 +31,9 @@ function report(yaml: string): string[] {
     .map(formatProblem);
 }
 
+/** The errors alone: what keeps the file from loading. */
+const errors = (yaml: string) => report(yaml).filter((line) => !line.includes(": warning: "));
+
 /** BASE with each [from, to] replaced once. */
 function edit(...pairs: [string, string][]): string {
   let yaml = BASE;
@@ -83,7 +86,7 @@ describe("by: a path segment the route's prefix fixes", () => {
     expect(report(reportsBy('"segment:2"'))).toEqual([
       'gw.yaml:10:45: plans.pro.routes.reports.by: segment:2 is "reports" in every request of route "reports" (its path /v1/reports fixes segments 1 to 2): it keys nothing but its letter case, which a client may change to get a fresh budget; key by segment:3, the first segment that varies',
     ]);
-    expect(report(reportsBy('"segment:3"'))).toEqual([]);
+    expect(errors(reportsBy('"segment:3"'))).toEqual([]);
   });
 
   it("refuses it in a route's own limit, at the list entry", () => {
@@ -134,7 +137,7 @@ describe("by: header names", () => {
     ]);
     const ownHeader = `identity:\n  api_key: { header: X-Key }\n${reportsBy('"header:x-key"')}`;
     expect(report(ownHeader)[0]).toContain("plans.pro.routes.reports.by: header:x-key carries API keys");
-    expect(report(reportsBy('"header:x-model"'))).toEqual([]);
+    expect(errors(reportsBy('"header:x-model"'))).toEqual([]);
     for (const [header, what] of [
       ["cookie", "session cookies"],
       ["proxy-authorization", "proxy credentials"],
@@ -211,7 +214,7 @@ describe("clients[].limits and by", () => {
         "{ routes: { reports: { limit: 20, window: 1m } } }",
         `reports: { limit: 10, window: 1m, by: ${by} }`,
       );
-    expect(report(route('"header:x-org-id"'))).toEqual([
+    expect(errors(route('"header:x-org-id"'))).toEqual([
       "gw.yaml:4:71: clients[0].limits.routes: plans.pro.routes.reports is keyed by header:x-org-id, with no caller part: it is one budget shared by every caller of the plan with the same header:x-org-id, and they would disagree on its size; change it in the plan instead",
     ]);
     expect(report(route("route"))[0]).toContain(
@@ -250,5 +253,40 @@ describe("clients[].limits and by", () => {
         ),
       ),
     ).toEqual([]);
+  });
+});
+
+describe("by made only of what the client writes", () => {
+  const warned = (yaml: string) =>
+    report(yaml).filter((line) => line.includes("made only of what the client writes"));
+
+  it("warns of a plan limit kept per a header, query parameter, body field or segment alone, at its by", () => {
+    expect(warned(reportsBy('"header:x-org"'))).toEqual([
+      "gw.yaml:10:45: warning: plans.pro.routes.reports.by: by: header:x-org is made only of what the client writes (header:x-org): a client that writes another value gets a budget of its own; add caller (by: [caller, header:x-org]) to keep it per caller, or, for a header a trusted proxy sets, list it in the route's trusted_headers",
+    ]);
+    expect(warned(reportsBy('[route, "query:org"]'))).toHaveLength(1);
+    expect(warned(reportsBy('"segment:3"'))).toHaveLength(1);
+  });
+
+  it("says nothing once the key has a part the gateway vouches for, or the header is a trusted proxy's", () => {
+    expect(warned(reportsBy('[caller, "header:x-org"]'))).toEqual([]);
+    expect(warned(reportsBy('[ip, "header:x-org"]'))).toEqual([]);
+    expect(warned(reportsBy('[tenant, "segment:3"]'))).toEqual([]);
+    const trusted = edit(
+      ["reports: { limit: 10, window: 1m }", 'reports: { limit: 10, window: 1m, by: "header:x-org" }'],
+      [
+        "    match: { path: /v1/reports }\n",
+        "    match: { path: /v1/reports }\n    trusted_headers: [X-Org]\n",
+      ],
+    );
+    expect(report(trusted)).toEqual([]);
+  });
+
+  it("leaves a route's shared budget per path segment alone: another segment is another resource", () => {
+    const yaml = edit([
+      "    match: { path: /v1/reports }\n",
+      '    match: { path: /v1/reports }\n    limits: { per-report: { rate: 5/s, burst: 5, by: "segment:3" } }\n',
+    ]);
+    expect(warned(yaml)).toEqual([]);
   });
 });

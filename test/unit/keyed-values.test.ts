@@ -2,7 +2,11 @@
 // under another value than the one counted (proxy/keyed-values.ts).
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { keyedValueProblem, methodOverrideProblem } from "../../src/proxy/keyed-values.js";
+import {
+  forgedTrustedHeader,
+  keyedValueProblem,
+  methodOverrideProblem,
+} from "../../src/proxy/keyed-values.js";
 
 const route = { keyedHeaders: ["x-org-id", "x-model"], keyedQuery: ["model"] };
 const raw = (...pairs: [string, string][]) => pairs.flat();
@@ -174,5 +178,37 @@ describe("keyed values an upstream could read differently", () => {
 
   it.each([[""], ["?"], ["?method=x"], ["?my_method=x"], ["?a=_method"]])("pass %s", (query) => {
     expect(methodOverrideProblem(query)).toBeUndefined();
+  });
+});
+
+describe("a keyed header holding a list", () => {
+  it("is refused like two lines of it: an upstream may read either member", () => {
+    expect(problem([["x-org-id", "acme, acme"]])).toMatch(/holds a list of values/);
+    expect(problem([["x-org-id", "acme,other"]])).toMatch(/holds a list of values/);
+    expect(problem([["x-org-id", "acme"]])).toBeUndefined();
+  });
+
+  it("is not looked for in a one-value field whose grammar holds commas, nor in a field nobody keys by", () => {
+    const ua = { keyedHeaders: ["user-agent"], keyedQuery: [] };
+    const chrome =
+      "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36";
+    expect(keyedValueProblem(ua, raw(["User-Agent", chrome]), "")).toBeUndefined();
+    expect(problem([["accept", "text/html, application/json"]])).toBeUndefined();
+  });
+
+  it("never lets a keyed value with a comma through, whatever surrounds it (property)", () => {
+    fc.assert(
+      fc.property(fc.string(), fc.string(), (left, right) => {
+        expect(problem([["x-model", `${left},${right}`]])).toBeDefined();
+      }),
+    );
+  });
+});
+
+describe("trusted_headers", () => {
+  it("finds a trusted proxy's header in any spelling an upstream folds onto it", () => {
+    expect(forgedTrustedHeader(["x-org"], raw(["Host", "a"], ["X-Org", "acme"]))).toBe("x-org");
+    expect(forgedTrustedHeader(["x-org"], raw(["x_org", "acme"]))).toBe("x-org");
+    expect(forgedTrustedHeader(["x-org"], raw(["x-orgs", "acme"]))).toBeUndefined();
   });
 });
