@@ -139,7 +139,7 @@ function compileRow(name: string, row: PriceRow): ModelPrice {
 }
 
 /** `gpt-4o*` as a whole-string match, every other character literal. */
-function globRegex(pattern: string): RegExp {
+export function globRegex(pattern: string): RegExp {
   const escaped = pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replaceAll("*", ".*");
   return new RegExp(`^${escaped}$`, "s");
 }

@@ -156,7 +156,20 @@ export function checkConfig(config: CheckableConfig, invalid: Invalid = NOTHING_
   const knownRoute = (name: string) =>
     routeNames.has(name) || invalid.names.routes.has(name) || invalid.sections.has("routes");
   const routeCosts = routesByCost(config);
+  const anyAiRoute = config.routes.some((r) => r?.ai !== undefined);
   for (const [planName, plan] of Object.entries(config.plans)) {
+    plan.allow?.routes?.forEach((name, i) => {
+      if (!knownRoute(name))
+        add(
+          ["plans", planName, "allow", "routes", i],
+          `unknown route "${name}"${didYouMean(name, routeNameList)}`,
+        );
+    });
+    if (plan.allow?.models && !anyAiRoute && !invalid.sections.has("routes"))
+      warn(
+        ["plans", planName, "allow", "models"],
+        "allow.models is matched against the model an AI route's request names, and no route has ai: it would refuse nothing; add ai: { format } to the routes it is for, or remove it",
+      );
     if (plan.global) checkLimit(["plans", planName, "global"], plan.global, add);
     if (plan.tenant) checkLimit(["plans", planName, "tenant"], plan.tenant, add);
     for (const [routeName, entry] of Object.entries(plan.routes)) {

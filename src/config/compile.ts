@@ -2,7 +2,7 @@
 // on the request is computed here once: route table, limits per plan and route, key hashes,
 // CIDR sets. A reload builds a new runtime and swaps one reference.
 import { createHash } from "node:crypto";
-import { PriceTable } from "../ai/prices.js";
+import { globRegex, PriceTable } from "../ai/prices.js";
 import type { AiSettings } from "../ai/settings.js";
 import { type AlertSettings, compileAlerts } from "../alerts/settings.js";
 import { type HeaderRules, mergeHeaderRules, type WrittenHeaderRules } from "../http/header-rules.js";
@@ -144,8 +144,17 @@ export interface RouteCharge {
   usage: UsageFields | null;
 }
 
+/** `plans.<plan>.allow`: what the plan includes; undefined members allow everything. */
+export interface Entitlements {
+  routes: ReadonlySet<string> | undefined;
+  /** The patterns as written (for answers), and a test of a model against them. */
+  models: { readonly written: readonly string[]; includes(model: string): boolean } | undefined;
+}
+
 export interface CompiledPlan {
   name: string;
+  /** `allow`; undefined: the plan includes every route and model. */
+  allow?: Entitlements | undefined;
   /**
    * Limits of this plan for each route name, global and tenant limits included. Each list is
    * built on first use and then kept (one list per plan and route, always the same object), so
@@ -537,8 +546,23 @@ function compilePlan(
   }
   return {
     name: planName,
+    allow: compileAllow(plan.allow),
     limitsByRoute: new RouteLimits(routesByName, shared, own),
     limits: [...shared, ...[...own.values()].flat()],
+  };
+}
+
+function compileAllow(allow: PlanConfig["allow"]): Entitlements | undefined {
+  if (!allow || (allow.routes === undefined && allow.models === undefined)) return undefined;
+  const patterns = allow.models?.map((m) => (m.includes("*") ? globRegex(m) : m));
+  return {
+    routes: allow.routes ? new Set(allow.routes) : undefined,
+    models: allow.models
+      ? {
+          written: allow.models,
+          includes: (model) => patterns!.some((p) => (typeof p === "string" ? p === model : p.test(model))),
+        }
+      : undefined,
   };
 }
 

@@ -80,6 +80,8 @@ const EXAMPLES: Record<string, string> = {
   "store.cluster": "[redis://10.0.0.1:7000, redis://10.0.0.2:7000]",
   "store.sentinel.name": "mymaster",
   "store.sentinel.nodes": "[10.0.0.1:26379]",
+  "plans.<name>.allow.routes": "[search, chat]",
+  "plans.<name>.allow.models": '["gpt-4o-mini*", "claude-3-5-haiku-*"]',
   "plans.<name>.routes.<name>":
     "{ rate: 10/s, burst: 20 }  or  { per-second: { rate: 10/s, burst: 10 }, daily: { algorithm: fixed_window, limit: 10000, window: 1d } }",
   "clients[].limits.routes.<name>":

@@ -749,6 +749,23 @@ export const routeSchema = z.strictObject({
 });
 
 export const planSchema = z.strictObject({
+  allow: z
+    .strictObject({
+      routes: z
+        .array(z.string().min(1))
+        .optional()
+        .describe("the route names this plan may use (default: every route)"),
+      models: z
+        .array(z.string().min(1))
+        .optional()
+        .describe(
+          "the models this plan may ask AI routes for, matched against the request's model with * wildcards (gpt-4o-mini*, claude-*); default: every model",
+        ),
+    })
+    .optional()
+    .describe(
+      "what the plan includes: a request outside it is a 403 not-entitled naming what the plan allows, decided before any limit is charged",
+    ),
   global: limitSchema.optional().describe("per caller, across all routes"),
   tenant: limitSchema.optional().describe("shared by every client of a tenant"),
   routes: z

@@ -26,6 +26,11 @@ export const PROBLEMS = {
   bad_request: { status: 400, title: "Bad Request", type: `${OWN}bad-request` },
   unauthorized: { status: 401, title: "Unauthorized", type: `${OWN}unauthorized` },
   caller_denied: { status: 403, title: "Forbidden", type: `${OWN}caller-denied` },
+  /**
+   * The caller's plan does not include the route, or the model an AI request names
+   * (`plans.<plan>.allow`); decided before any limit is charged.
+   */
+  not_entitled: { status: 403, title: "Forbidden", type: `${OWN}not-entitled` },
   no_route: { status: 404, title: "Not Found", type: `${OWN}no-route` },
   method_not_allowed: { status: 405, title: "Method Not Allowed", type: `${OWN}method-not-allowed` },
   request_timeout: { status: 408, title: "Request Timeout", type: `${OWN}request-timeout` },

@@ -13,6 +13,7 @@ export type RequestDecision =
   | "bad_request"
   | "unauthorized"
   | "caller_denied"
+  | "not_entitled"
   | "no_route"
   | "internal_error"
   | "shadow_limited"

@@ -24,6 +24,7 @@ import {
   type UpgradeSocket,
 } from "./context.js";
 import { checkFailed, decide, observeCheck, recordDecision } from "./decide.js";
+import { modelEntitlement, routeEntitlement } from "./entitlement.js";
 import { forward } from "./forward.js";
 import { complete, failed, refuse, roundMs, tooMany, unavailable } from "./respond.js";
 import { releaseLeases } from "./response-handlers.js";
@@ -106,6 +107,13 @@ export function createPipeline(deps: PipelineDeps) {
       refuse(env, ctx, admission);
       return;
     }
+    if (!admission.exempt) {
+      const outside = routeEntitlement(admission.caller.plan, admission.route.name);
+      if (outside) {
+        refuse(env, admission, outside);
+        return;
+      }
+    }
     if (!holdShare(admission)) return;
     if (admission.route.ai) readThenDecide(admission);
     else decideFor(admission);
@@ -173,8 +181,19 @@ export function createPipeline(deps: PipelineDeps) {
       complete(env, ctx);
       return;
     }
-    if (read instanceof Refusal) refuse(env, ctx, read);
-    else decideFor(read);
+    if (read instanceof Refusal) {
+      refuse(env, ctx, read);
+      return;
+    }
+    if (!read.exempt) {
+      const outside = modelEntitlement(read.caller.plan, read.ai?.request?.model);
+      if (outside) {
+        // The reservation was never taken: nothing to give back, nothing charged.
+        refuse(env, read, outside);
+        return;
+      }
+    }
+    decideFor(read);
   }
 
   function decideFor(ctx: Admitted): void {

@@ -13,6 +13,7 @@ const PUBLISHED: Record<ProblemCode, string> = {
   bad_request: `${OWN}bad-request`,
   unauthorized: `${OWN}unauthorized`,
   caller_denied: `${OWN}caller-denied`,
+  not_entitled: `${OWN}not-entitled`,
   no_route: `${OWN}no-route`,
   method_not_allowed: `${OWN}method-not-allowed`,
   request_timeout: `${OWN}request-timeout`,

@@ -150,6 +150,8 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
       };
     };
     const caller = request.params.caller!;
+    // What the plan includes (plans.<plan>.allow), only for a plan that says.
+    const allow = plan === undefined ? undefined : deps.runtime().config.plans[plan]?.allow;
     // The route budgets were peeked after the caller's own limits, in the same call.
     let nextBudget = checks.length;
     sendJson(request.res, 200, {
@@ -160,6 +162,14 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
       // keys are on several, each plan with its newest key (the limits are all of theirs).
       ...(stored[0] ? { plan_from_key: stored[0].keyId } : {}),
       ...(stored.length > 1 ? { key_plans: stored.map((s) => ({ key: s.keyId, plan: s.plan.name })) } : {}),
+      ...(allow && (allow.routes || allow.models)
+        ? {
+            allow: {
+              ...(allow.routes ? { routes: allow.routes } : {}),
+              ...(allow.models ? { models: allow.models } : {}),
+            },
+          }
+        : {}),
       limits: checks.map((c, i) => ({ ...limitState(c, views[i]!), ...marked(c.spec.name) })),
       // The new kinds appear only for a caller that has them, so other answers keep their shape.
       ...(keyed.length === 0
