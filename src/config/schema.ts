@@ -386,7 +386,7 @@ const upstreamLong = z.strictObject({
     )
     .default(0.25)
     .describe(
-      "the share of this upstream's connections (connections × targets) one caller is sure of on one instance; past it, while less than a share of the pool is free, its requests are a 429 before any limit is charged (default 25%; 100%: no bound, requests queue for a connection)",
+      "the share of this upstream's connections (connections × targets) one caller is sure of on one instance; past it, while less than a share of the pool is free, its requests are a 429 as they would be sent on, a concurrency lease and AI reservation given back (default 25%; 100%: no bound, requests queue for a connection)",
     ),
   // TLS to https:// targets (config/upstream-tls.ts reads the files; checks.ts refuses them on
   // an upstream with no https target, where they would silently do nothing).

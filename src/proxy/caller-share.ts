@@ -1,17 +1,18 @@
 // What one caller holds of an upstream's connections on this instance. Each request in flight to
 // an upstream holds one of its pooled connections (one request per connection, see upstreams.ts)
-// from when it is admitted until its answer ends, its body included; HTTP/2 lets a client hold a
+// from when it is sent on until its answer ends, its body included; HTTP/2 lets a client hold a
 // hundred of them over one TCP connection. An outside attack did: one key opened 300 streams with
 // bodies it never finished, took the 128-connection pool, and every other caller's request
 // waited for the route's timeout. Limits bound how often a caller may ask, not how long it holds
 // what it got; this bounds the holding, in memory, per instance, for every caller alike.
 //
-// A caller past its share is refused only while the pool is short: past its share it may take
-// more only while more than a share would stay free for the rest.
+// A caller always gets its share. Past it, it may take more only while more than a share of the
+// pool would stay free for the rest, so a lone caller is refused nothing a pool nobody else wants
+// can give, and a caller holding most of it cannot take the last share from others.
 //
-// Counted from admission (before any limit is charged or any AI body read, so a refusal here
-// costs nothing of the caller's budgets) to the response's 'close', which Node raises once for
-// every response however it ends.
+// Counted from when the request is forwarded (proxy/pipeline.ts) to the response's 'close', which
+// Node raises once for every response however it ends: a request waiting on the limit store holds
+// no connection, and a burst is counted one request at a time.
 
 export class CallerShares {
   private readonly held = new Map<string, number>();

@@ -114,38 +114,8 @@ export function createPipeline(deps: PipelineDeps) {
         return;
       }
     }
-    if (!holdShare(admission)) return;
     if (admission.route.ai) readThenDecide(admission);
     else decideFor(admission);
-  }
-
-  /**
-   * One of the caller's `caller_share` slots on the route's upstream, held until the response
-   * closes; without one the request is refused before its body is read or any limit charged.
-   * Exempt callers (the operator's own) and WebSocket tunnels (their own sockets, not the
-   * pool's) hold none.
-   */
-  function holdShare(ctx: Admitted): boolean {
-    if (ctx.exempt || ctx.upgrade) return true;
-    const upstream = ctx.route.upstream;
-    const caller = callerLabel(ctx.caller);
-    if (!env.callerShares.acquire(upstream.name, caller, upstream.callerShare, upstream.capacity)) {
-      env.metrics.callerShareRefusals.labels(upstream.name).inc();
-      refuse(
-        env,
-        ctx,
-        new Refusal(
-          "quota_exceeded",
-          "limited",
-          `This caller has ${env.callerShares.holding(upstream.name, caller)} requests in flight to this route's upstream, more than its share (${upstream.callerShare}) of the upstream's connections on this instance while they are short; retry once one of them has finished.`,
-          undefined,
-          1,
-        ),
-      );
-      return false;
-    }
-    ctx.res.once("close", () => env.callerShares.release(upstream.name, caller));
-    return true;
   }
 
   /**
@@ -221,16 +191,54 @@ export function createPipeline(deps: PipelineDeps) {
         return;
       case "degraded":
         if (decision.policy === "closed") unavailable(env, ctx, decision.reason);
-        else forward(env, ctx, null);
+        else forwardHeld(ctx, null);
         return;
       case "allowed":
         if (decision.delayMs > 0) waitForSlot(ctx, decision);
-        else forward(env, ctx, decision);
+        else forwardHeld(ctx, decision);
         return;
       case "unlimited":
-        forward(env, ctx, null);
+        forwardHeld(ctx, null);
         return;
     }
+  }
+
+  /**
+   * Forwards the request holding one of its caller's `caller_share` slots on the upstream until
+   * the response closes (caller-share.ts). Taken here, as the request is sent on, so a burst is
+   * counted one by one and a request waiting on the store holds nothing. Refused: a 429, its
+   * concurrency leases and AI reservation given back (its rate limits were charged: only a
+   * caller holding more than its share of a short pool pays that). Exempt callers and
+   * WebSocket tunnels (their own sockets, not the pool's) hold none.
+   */
+  function forwardHeld(ctx: Admitted, decision: AllowedDecision | null): void {
+    if (ctx.exempt || ctx.upgrade) {
+      forward(env, ctx, decision);
+      return;
+    }
+    const upstream = ctx.route.upstream;
+    const caller = callerLabel(ctx.caller);
+    if (!env.callerShares.acquire(upstream.name, caller, upstream.callerShare, upstream.capacity)) {
+      env.metrics.callerShareRefusals.labels(upstream.name).inc();
+      if (decision?.release) releaseLeases(env, ctx, decision.release);
+      if (decision) releaseUnforwarded(env, ctx, decision, budgetReporter(env, ctx, decision));
+      refuse(
+        env,
+        ctx,
+        new Refusal(
+          "quota_exceeded",
+          "limited",
+          `This caller has ${env.callerShares.holding(upstream.name, caller)} requests in flight to this route's upstream, more than its share (${upstream.callerShare}) of the upstream's connections on this instance while they are short; retry once one of them has finished.`,
+          undefined,
+          1,
+        ),
+      );
+      return;
+    }
+    // A client gone already had its 'close': nothing will be sent on, so nothing is held.
+    if (ctx.res.destroyed) env.callerShares.release(upstream.name, caller);
+    else ctx.res.once("close", () => env.callerShares.release(upstream.name, caller));
+    forward(env, ctx, decision);
   }
 
   /**
@@ -253,7 +261,7 @@ export function createPipeline(deps: PipelineDeps) {
     };
     const timer = setTimeout(() => {
       ctx.res.off("close", onGone);
-      guarded(ctx, () => forward(env, ctx, decision));
+      guarded(ctx, () => forwardHeld(ctx, decision));
     }, decision.delayMs);
     ctx.res.once("close", onGone);
   }

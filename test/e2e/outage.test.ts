@@ -19,7 +19,9 @@ store:
   # A short window: the breaker opens once failures outweigh the successes still in the window,
   # and a 10 s window full of the warm-up's successes made that depend on this machine's speed.
   breaker: { error_rate: 50%, min_requests: 20, window: 2s, cooldown: 1s }
-upstreams: { api: ${upstreamUrl} }
+# 256 connections: the 100 loops of one key, released at once when the breaker opens, stay
+# within the three quarters of the pool one caller may hold (caller_share).
+upstreams: { api: { url: ${upstreamUrl}, connections: 256 } }
 clients:
   - { id: load, key: load-key, plan: big }
   - { id: r1, key: r1-key, plan: three }
