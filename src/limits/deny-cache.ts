@@ -39,7 +39,14 @@ import { DenialQueue } from "./stores/denial-queue.js";
 interface Entry {
   /** The spec the store denied under: another one (an override set or ended) asks the store. */
   spec: LimitSpec;
+  /** Until when this instance answers for the store (a budget's: at most BUDGET_DENIAL_MS). */
   untilMs: number;
+  /**
+   * When the store said the limit admits the cost again: what the client is told to wait for. A
+   * budget's entry ends long before (give-backs may loosen it), but its refusal still says the
+   * store's wait, so a client is not told "1 s" for a budget spent until the month's end.
+   */
+  retryAtMs: number;
   /** The smallest cost the store denied on this limit: smaller requests may still fit. */
   cost: number;
   remaining: number;
@@ -74,6 +81,7 @@ export class DenyCache {
       const entry: Entry = {
         spec: c.spec,
         untilMs: sentAtMs + (isBudget(c.spec) ? Math.min(o.retryAfterMs, BUDGET_DENIAL_MS) : o.retryAfterMs),
+        retryAtMs: sentAtMs + o.retryAfterMs,
         // What was asked: a token budget under max_cost must fit `need`, and its retry-after is
         // when `need` fits; a request asking less may fit earlier.
         cost: c.need ?? c.cost,
@@ -111,7 +119,7 @@ export class DenyCache {
           allowed: false,
           remaining: entry.remaining,
           resetMs: Math.max(0, Math.ceil(entry.resetAtMs - nowMs)),
-          retryAfterMs: Math.ceil(entry.untilMs - nowMs),
+          retryAfterMs: Math.ceil(entry.retryAtMs - nowMs),
         },
       });
     }

@@ -134,6 +134,19 @@ describe("refusals the SDKs understand", () => {
     expect(e.type).toBe("insufficient_quota");
     expect(e.headers.get("x-should-retry")).toBe("false");
     expect(Number(e.headers.get("retry-after-ms"))).toBeGreaterThan(60_000);
+
+    // The next refusals come from this instance's deny cache, without asking the store: they
+    // still tell the budget's real wait (they said Retry-After: 1, and the SDK retried at once).
+    const again = await send(gw.url, {
+      path: "/v1/chat/completions",
+      method: "POST",
+      headers: { authorization: "Bearer spender-key", "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "x" }] }),
+    });
+    expect(again.status).toBe(429);
+    expect(again.headers["x-should-retry"]).toBe("false");
+    expect(Number(again.headers["retry-after"])).toBeGreaterThan(60);
+    expect(Number(again.headers["retry-after-ms"])).toBeGreaterThan(60_000);
   });
 
   it("openai, default retries: a 1 s rate limit is retried by the SDK and succeeds", async () => {

@@ -4,7 +4,7 @@
 import fc from "fast-check";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { ALGORITHMS } from "../../src/limits/algorithms/index.js";
-import { DenyCache, DenyCacheStore } from "../../src/limits/deny-cache.js";
+import { BUDGET_DENIAL_MS, DenyCache, DenyCacheStore } from "../../src/limits/deny-cache.js";
 import type { LimitCheck, LimitSpec, StoreDecision } from "../../src/limits/spec.js";
 import type { CheckOptions, DenialRecord } from "../../src/limits/stores/contract.js";
 import { DENIAL_FLUSH_MS } from "../../src/limits/stores/denial-queue.js";
@@ -147,6 +147,23 @@ describe("deny cache", () => {
     expect(cache.check([{ ...budget, cost: 1 }], 10)).toBeNull();
     expect(cache.check([{ ...budget, cost: 1, need: 30 }], 10)).toBeNull();
     expect(cache.check([{ ...budget, cost: 1, need: 50 }], 10)?.violated).toHaveLength(1);
+  });
+
+  it("answers a budget's denial with the store's wait, though it keeps the entry only a second", () => {
+    const cache = new DenyCache();
+    const month = {
+      algorithm: "fixed_window" as const,
+      name: "t.month",
+      limit: 100,
+      windowMs: 2_592_000_000,
+    };
+    const budget = { key: "m", spec: { ...month, unit: "tokens" as const }, cost: 1 };
+    const wait = 1_000_000_000;
+    cache.remember([budget], [{ allowed: false, remaining: 0, resetMs: wait, retryAfterMs: wait }], 0);
+    // What the client is told: the store's wait, not the cache's second (x-should-retry follows it).
+    expect(cache.check([budget], 400)?.violated[0]?.outcome.retryAfterMs).toBe(wait - 400);
+    // After the second the store decides again (a give-back may have loosened it).
+    expect(cache.check([budget], BUDGET_DENIAL_MS)).toBeNull();
   });
 });
 
