@@ -1,5 +1,5 @@
 // Times the test commands the README states a duration for, and writes the figures into it,
-// between <!-- unit-time --> and <!-- /unit-time --> (`npx vitest run --project unit`) and, with
+// between <!-- unit-time --> and <!-- /unit-time --> (`npm run test:unit`) and, with
 // --full, <!-- suite-time --> and <!-- /suite-time --> (`npm test`, several minutes: the whole
 // suite, every redis-server it starts included). The figures are this machine's: run it where
 // the README's reader would, and commit what it writes.
@@ -19,9 +19,7 @@ function timed(command, args) {
   return (performance.now() - started) / 1000;
 }
 
-const figures = [
-  ["unit-time", `about ${Math.round(timed("npx", ["vitest", "run", "--project", "unit"]))} s`],
-];
+const figures = [["unit-time", `about ${Math.round(timed("npm", ["run", "-s", "test:unit"]))} s`]];
 if (process.argv.includes("--full"))
   figures.push(["suite-time", `about ${Math.round(timed("npm", ["test"]) / 60)} minutes`]);
 

@@ -2,6 +2,7 @@
 // GET /admin/callers/… shows beyond a caller's own limits. Requests are decided by a real Limiter
 // on a memory store at a fixed time, then the endpoints are asked as the router asks them: each
 // answer must name the key the limiter wrote and the state it left there.
+
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { keyedPrefix } from "../../src/admin/caller-limits.js";
@@ -11,7 +12,7 @@ import type { AdminHandler } from "../../src/admin/router.js";
 import { createAdminHandler } from "../../src/admin/server.js";
 import { fromStoreDescribedBy } from "../../src/admin/store-failure.js";
 import type { CompiledRoute } from "../../src/config/compile.js";
-import { PROBLEMS, type ProblemCode } from "../../src/http/problem.js";
+import { PROBLEMS } from "../../src/http/problem.js";
 import type { Caller } from "../../src/identity/caller.js";
 import type { KeyedRequest } from "../../src/limits/key-by.js";
 import { Limiter, limitChecks } from "../../src/limits/limiter.js";
@@ -19,6 +20,7 @@ import type { Inspector, Store } from "../../src/limits/stores/contract.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 import { Metrics } from "../../src/observability/metrics.js";
 import type { AuditWrite } from "../../src/runtime/audit.js";
+import { expectProblem } from "./support/problems.js";
 import { fakeRequest, fakeResponse, NOW, runtimeOf } from "./support/proxy-fakes.js";
 
 const TOKEN = "s3cret-admin-token-0123456789";
@@ -130,11 +132,6 @@ function limiterKey(caller: Caller, routeName: string, req: KeyedRequest | undef
   const planned = caller.plan?.limitsByRoute.get(routeName) ?? route(routeName).limits;
   const checks = limitChecks("tg:", planned, caller, route(routeName), req);
   return checks.find((c) => c.spec.name === name)!.key;
-}
-
-function expectProblem(res: ReturnType<typeof fakeResponse>, code: ProblemCode, detail?: string) {
-  expect(res.statusCode).toBe(PROBLEMS[code].status);
-  expect(res.json()).toMatchObject({ type: PROBLEMS[code].type, ...(detail ? { detail } : {}) });
 }
 
 describe("GET /admin/limits/{name}?key=…", () => {

@@ -1,6 +1,7 @@
 // The admin router without sockets: patterns and their decoded parameters, 404 and 405 with
 // Allow, the guard asked once before anything else, and a handler's failure answered as its
 // problem or as a 500 that names only the request id.
+
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { requireAdminToken } from "../../src/admin/auth.js";
@@ -13,8 +14,9 @@ import {
   type RouterOptions,
 } from "../../src/admin/router.js";
 import { compileAdminTokens } from "../../src/config/admin-tokens.js";
-import { PROBLEMS, type ProblemCode } from "../../src/http/problem.js";
+import { PROBLEMS } from "../../src/http/problem.js";
 import { fakeRequest, fakeResponse, Lines } from "./support/fake-http.js";
+import { expectProblem } from "./support/problems.js";
 
 const PARAMETERS = {
   caller: { code: "bad_caller", detail: "the caller is not UTF-8" },
@@ -48,15 +50,6 @@ async function ask(
   const res = fakeResponse();
   await router(fakeRequest({ method, url, headers: [["host", "admin"], ...Object.entries(headers)] }), res);
   return res;
-}
-
-function expectProblem(res: ReturnType<typeof fakeResponse>, code: ProblemCode, detail?: string) {
-  expect(res.statusCode).toBe(PROBLEMS[code].status);
-  expect(res.headers["content-type"]).toBe("application/problem+json");
-  expect(res.json()).toMatchObject({
-    type: PROBLEMS[code].type,
-    ...(detail === undefined ? {} : { detail }),
-  });
 }
 
 describe("decodePathSegment", () => {

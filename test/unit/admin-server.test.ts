@@ -1,11 +1,12 @@
 // The admin listener as composed in src/admin/server.ts: which path reaches which endpoint, and
 // the answers the listener has always given at its edges (a 405 outside /admin before the path
 // is looked at and without Allow, the 405 details, a caller name with slashes in it).
+
 import { describe, expect, it } from "vitest";
 import { type AdminDeps, createAdminHandler } from "../../src/admin/server.js";
-import { PROBLEMS, type ProblemCode } from "../../src/http/problem.js";
 import type { Store } from "../../src/limits/stores/contract.js";
 import { Metrics } from "../../src/observability/metrics.js";
+import { expectProblem as expectProblemShared } from "./support/problems.js";
 import { fakeRequest, fakeResponse, runtimeOf } from "./support/proxy-fakes.js";
 
 const TOKEN = "s3cret-admin-token-0123456789";
@@ -35,16 +36,6 @@ async function ask(method: string, url: string, options: { auth?: boolean; deps?
   if (options.auth) headers.push(["authorization", `Bearer ${TOKEN}`]);
   await handler(options.deps)(fakeRequest({ method, url, headers }), res);
   return res;
-}
-
-function expectProblem(res: ReturnType<typeof fakeResponse>, code: ProblemCode, detail: string) {
-  expect(res.statusCode).toBe(PROBLEMS[code].status);
-  expect(res.json()).toEqual({
-    type: PROBLEMS[code].type,
-    title: PROBLEMS[code].title,
-    status: res.statusCode,
-    detail,
-  });
 }
 
 describe("outside /admin: no token, GET or HEAD only", () => {
@@ -85,21 +76,21 @@ describe("outside /admin: no token, GET or HEAD only", () => {
   it("another method: 405 use GET without Allow, on any path, known or not", async () => {
     for (const path of ["/healthz", "/nothing", "/"]) {
       const res = await ask("POST", path);
-      expectProblem(res, "method_not_allowed", "use GET");
+      expectProblemExact(res, "method_not_allowed", "use GET");
       expect(res.headers.allow).toBeUndefined();
     }
   });
 
   it("an unknown path: 404 no-endpoint", async () => {
-    expectProblem(await ask("GET", "/nothing?x"), "no_endpoint", "no admin endpoint /nothing");
-    expectProblem(await ask("GET", "/adminx"), "no_endpoint", "no admin endpoint /adminx");
+    expectProblemExact(await ask("GET", "/nothing?x"), "no_endpoint", "no admin endpoint /nothing");
+    expectProblemExact(await ask("GET", "/adminx"), "no_endpoint", "no admin endpoint /adminx");
   });
 });
 
 describe("the operator API", () => {
   it("/admin itself is behind the token, then 404", async () => {
     expect((await ask("GET", "/admin")).statusCode).toBe(401);
-    expectProblem(await ask("GET", "/admin", { auth: true }), "no_endpoint", "no admin endpoint /admin");
+    expectProblemExact(await ask("GET", "/admin", { auth: true }), "no_endpoint", "no admin endpoint /admin");
   });
 
   it("each endpoint's 405 names what to use, and Allow its methods", async () => {
@@ -110,23 +101,23 @@ describe("the operator API", () => {
       ["GET", "/admin/reload", "POST", "use POST /admin/reload"],
     ] as const) {
       const res = await ask(method, path, { auth: true });
-      expectProblem(res, "method_not_allowed", detail);
+      expectProblemExact(res, "method_not_allowed", detail);
       expect(res.headers.allow).toBe(allow);
     }
   });
 
   it("a caller name is everything after /admin/callers/, slashes included", async () => {
-    expectProblem(
+    expectProblemExact(
       await ask("GET", "/admin/callers/client:a/b", { auth: true }),
       "unknown_caller",
       'no client "a/b" in the config or in a stored API key the config can serve (for a JWT caller, add ?plan=<plan>&tenant=<tenant>)',
     );
-    expectProblem(
+    expectProblemExact(
       await ask("GET", "/admin/callers/", { auth: true }),
       "bad_caller",
       "name the caller as client:<id>, tenant:<id> or ip:<address>",
     );
-    expectProblem(
+    expectProblemExact(
       await ask("GET", "/admin/callers", { auth: true }),
       "no_endpoint",
       "no admin endpoint /admin/callers",
@@ -135,7 +126,7 @@ describe("the operator API", () => {
 
   it("a caller name that is not UTF-8 is a 400 whatever the method", async () => {
     for (const method of ["GET", "DELETE", "PUT"]) {
-      expectProblem(
+      expectProblemExact(
         await ask(method, "/admin/callers/client:%80", { auth: true }),
         "bad_caller",
         "the caller name is not valid percent-encoded UTF-8; name the caller as client:<id>, tenant:<id> or ip:<address>",
@@ -148,3 +139,9 @@ describe("the operator API", () => {
     expect((await ask("POST", "/admin/reload", { auth: true })).json()).toMatchObject({ status: "reloaded" });
   });
 });
+
+const expectProblemExact = (
+  res: Parameters<typeof expectProblemShared>[0],
+  code: Parameters<typeof expectProblemShared>[1],
+  detail: string,
+) => expectProblemShared(res, code, detail, true);

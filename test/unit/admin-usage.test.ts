@@ -2,15 +2,16 @@
 // asks them, over the in-process ledger at a fixed time: the answer's shape, the default period
 // (the current month of calendar.tz), how callers and IP addresses are read, every 400 naming its
 // fix, paging, HEAD, and a store failure as a 503.
+
 import { describe, expect, it } from "vitest";
 import { usageEndpoints } from "../../src/admin/endpoints/usage.js";
 import { createAdminHandler } from "../../src/admin/server.js";
 import { fromStoreDescribedBy } from "../../src/admin/store-failure.js";
-import { PROBLEMS, type ProblemCode } from "../../src/http/problem.js";
 import type { Store } from "../../src/limits/stores/contract.js";
 import { Metrics } from "../../src/observability/metrics.js";
 import type { UsageEntry, UsageLedger } from "../../src/usage/ledger.js";
 import { MemoryLedger } from "../../src/usage/memory-ledger.js";
+import { expectProblem } from "./support/problems.js";
 import { fakeRequest, fakeResponse, runtimeOf } from "./support/proxy-fakes.js";
 
 const TOKEN = "s3cret-admin-token-0123456789";
@@ -70,13 +71,6 @@ async function ask(url: string, method = "GET", usage?: Pick<UsageLedger, "read"
   ];
   await admin(usage)(fakeRequest({ method, url, headers }), res);
   return res;
-}
-
-function expectProblem(res: Awaited<ReturnType<typeof ask>>, code: ProblemCode, detail?: string) {
-  expect(res.statusCode).toBe(PROBLEMS[code].status);
-  expect(res.headers["content-type"]).toBe("application/problem+json");
-  expect(res.json().type).toBe(PROBLEMS[code].type);
-  if (detail !== undefined) expect(res.json().detail).toBe(detail);
 }
 
 describe("GET /admin/usage/{caller}", () => {
