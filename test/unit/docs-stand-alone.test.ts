@@ -98,9 +98,13 @@ describe("the README's commands", () => {
     expect(readme).toMatch(/Run the tests:\n\n```sh\nnpm test\n```/);
     const ci = read(".ci/run").trim().split("\n");
     expect(ci.at(-1)).toBe("npm test");
-    // The unit suite alone, as the README gives it, is a project vitest.config.ts defines.
-    expect(readme).toContain("npx vitest run --project unit\n");
+    // The unit suite alone, as the README gives it, is a script running the projects
+    // vitest.config.ts defines.
+    expect(readme).toContain("npm run test:unit\n");
+    const scripts = JSON.parse(read("package.json")).scripts as Record<string, string>;
+    expect(scripts["test:unit"]).toBe("vitest run --project unit --project unit-fresh");
     expect(read("vitest.config.ts")).toContain('name: "unit"');
+    expect(read("vitest.config.ts")).toContain('name: "unit-fresh"');
   });
 });
 
