@@ -8,13 +8,15 @@ import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { type AdminScope, type AdminToken, tokenDigest } from "../config/admin-tokens.js";
 import { replyProblem } from "./reply.js";
-import type { Guard } from "./router.js";
 
 /** Who an operator request acts as: the token's name and scope. */
 export interface AdminPrincipal {
   readonly name: string;
   readonly scope: AdminScope;
 }
+
+/** Lets a request through (as whom, when it names someone), or answers it itself and says false. */
+export type Guard = (req: IncomingMessage, res: ServerResponse) => boolean | AdminPrincipal;
 
 const REALM = 'Bearer realm="tollgate-admin"';
 

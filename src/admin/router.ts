@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { ProblemCode } from "../http/problem.js";
 import { requestIdOf } from "../http/request-id.js";
-import type { AdminPrincipal } from "./auth.js";
+import type { AdminPrincipal, Guard } from "./auth.js";
 import { ProblemError, replyProblem } from "./reply.js";
 
 export interface AdminRequest {
@@ -53,7 +53,7 @@ export interface ParameterProblem {
  * Asked before the path is matched; answers the request itself and returns false to stop it.
  * To let it pass: true, or the principal it authenticated, which the handler is given.
  */
-export type Guard = (req: IncomingMessage, res: ServerResponse) => boolean | AdminPrincipal;
+export type { Guard } from "./auth.js";
 
 export interface RouterOptions {
   routes: readonly AdminRoute[];

@@ -6,7 +6,7 @@
 
 import { parsePrice } from "../ai/prices.js";
 import { parseKeyBy, readsBody } from "../limits/key-by.js";
-import type { CheckableConfig } from "./checks.js";
+import type { CheckableConfig } from "./checkable.js";
 import type { PathSegment } from "./document.js";
 import { planRouteLimits } from "./plan-routes.js";
 import type { LimitConfig, RouteConfig } from "./schema.js";

@@ -2,7 +2,7 @@
 // receivers that will never hear anything (no threshold is configured, or no limit is a
 // calendar budget), a tenant's URL no client of the file names, and a secret too short to sign
 // with. Messages never quote a URL or a secret.
-import type { CheckableConfig } from "./checks.js";
+import type { CheckableConfig } from "./checkable.js";
 import type { PathSegment } from "./document.js";
 import { planRouteLimits } from "./plan-routes.js";
 import type { LimitConfig } from "./schema.js";

@@ -56,26 +56,9 @@ export const AT_LEAST_ONE = {
 /** Maps that need at least one entry (routes, a list, says so in the schema). */
 export const NOT_EMPTY = ["upstreams"] as const;
 
-/** A config whose lists may have holes: the items that did not pass the schema. */
-export type CheckableConfig = Omit<Config, "routes" | "clients"> & {
-  routes: readonly (RouteConfig | undefined)[];
-  clients: readonly (ClientConfig | undefined)[];
-};
+import type { CheckableConfig, Invalid } from "./checkable.js";
 
-/** What did not pass the schema, when the checks run on the rest of a file. */
-export interface Invalid {
-  /** Top-level keys whose value did not validate as a whole: the checks that read them are skipped. */
-  sections: ReadonlySet<string>;
-  /** Names given by items that did not validate: they exist, so a reference to one is not unknown. */
-  names: {
-    routes: ReadonlySet<string>;
-    plans: ReadonlySet<string>;
-    upstreams: ReadonlySet<string>;
-    clients: ReadonlySet<string>;
-  };
-  /** References made by items that did not validate (a failed route's upstream), still checked. */
-  references: readonly { path: PathSegment[]; kind: "upstream" | "plan"; name: string }[];
-}
+export type { CheckableConfig, Invalid };
 
 const NOTHING_INVALID: Invalid = {
   sections: new Set(),

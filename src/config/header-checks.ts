@@ -4,7 +4,7 @@
 // value: a rule's values are secrets (a provider's key).
 import { validateHeaderValue } from "node:http";
 import { ownedRequestHeader, ownedResponseHeader, type WrittenHeaderRules } from "../http/header-rules.js";
-import type { CheckableConfig } from "./checks.js";
+import type { CheckableConfig } from "./checkable.js";
 import type { PathSegment } from "./document.js";
 
 type Add = (path: PathSegment[], message: string, atKey?: string) => void;

@@ -7,7 +7,7 @@
 import { foldHeaderName } from "../http/header-names.js";
 import { type KeyBy, type KeyPart, parseKeyBy, partText } from "../limits/key-by.js";
 import { normalizeTarget } from "../routing/normalize.js";
-import type { CheckableConfig, Invalid } from "./checks.js";
+import type { CheckableConfig, Invalid } from "./checkable.js";
 import type { PathSegment } from "./document.js";
 import { planRouteLimits } from "./plan-routes.js";
 import type { LimitConfig, RouteConfig } from "./schema.js";

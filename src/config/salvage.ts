@@ -6,7 +6,7 @@
 // What failed is remembered by name (`Invalid`): a plan that names a route which exists but has
 // its own schema error is not told the route is unknown, and checks that read a failed section
 // (the store's "one of url, cluster, sentinel") are skipped rather than repeating its error.
-import type { CheckableConfig, Invalid } from "./checks.js";
+import type { CheckableConfig, Invalid } from "./checkable.js";
 import type { PathSegment } from "./document.js";
 import { isNamedLimits } from "./plan-routes.js";
 import {

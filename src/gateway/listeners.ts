@@ -8,60 +8,12 @@ import type { Logger } from "pino";
 import type { Runtime } from "../config/compile.js";
 import type { ListenerTls } from "../config/listener-tls.js";
 import { answerClientError } from "../http/client-error.js";
-import { MAX_REQUEST_HEADER_BYTES } from "../http/request-framing.js";
 import { storeAddress } from "../observability/store-errors.js";
 import type { createPipeline } from "../proxy/pipeline.js";
+import type { ProxyListener, ProxyServerOptions } from "./proxy-listener.js";
 import { createTlsProxyListener } from "./tls.js";
 
-export interface ProxyServerOptions {
-  headersTimeout: number;
-  requestTimeout: number;
-  keepAliveTimeout: number;
-  connectionsCheckingInterval: number;
-  maxHeaderSize: number;
-  requireHostHeader: boolean;
-}
-
-/**
- * Limits against slow and oversized clients. Node checks the two timeouts every
- * `connectionsCheckingInterval` (30 s by default, which would let a slowloris client hold a
- * connection for half a minute past them).
- */
-export const PROXY_SERVER_OPTIONS: ProxyServerOptions = {
-  /** The whole header block must arrive within this. */
-  headersTimeout: 10_000,
-  /** The whole request, body included, must arrive within this. */
-  requestTimeout: 120_000,
-  /**
-   * An idle keep-alive connection (HTTP/2: a session with no stream open) is closed after this;
-   * the config's `idle_timeout` sets it, and a reload changes it for connections opened after.
-   */
-  keepAliveTimeout: 75_000,
-  connectionsCheckingInterval: 1000,
-  /** Larger header blocks are a 431 (HTTP/2: its SETTINGS_MAX_HEADER_LIST_SIZE, see tls.ts). */
-  maxHeaderSize: MAX_REQUEST_HEADER_BYTES,
-  // Checked in the pipeline instead, so the 400 is a problem+json like every other.
-  requireHostHeader: false,
-};
-
-/** What the gateway does with its proxy listener, cleartext or TLS alike. */
-export interface ProxyListener {
-  /** The server to bind. */
-  readonly server: NetServer;
-  readonly secure: boolean;
-  /** Stops accepting connections. */
-  close(): void;
-  /**
-   * Closes connections with nothing in flight; an HTTP/2 connection is told to open no more
-   * streams (GOAWAY) and closes after its last one. Called again and again during a shutdown.
-   */
-  closeIdleConnections(): void;
-  closeAllConnections(): void;
-  /** How long a connection with nothing in flight is kept (connections idle now keep theirs). */
-  setIdleTimeout(ms: number): void;
-  /** TLS: the certificate for new connections (open ones keep theirs). */
-  useCertificate?(tls: ListenerTls): void;
-}
+export { PROXY_SERVER_OPTIONS, type ProxyListener, type ProxyServerOptions } from "./proxy-listener.js";
 
 /** The proxy's listener: TLS (HTTP/2 and HTTP/1.1) when `tls` is given, else cleartext HTTP/1.1. */
 export function createProxyListener(

@@ -19,12 +19,8 @@ import { MemoryChangeFeed, RedisChangeFeed } from "../runtime/changes.js";
 import { KeyLookup } from "../runtime/key-lookup.js";
 import { createKeyStore, type KeyStore } from "../runtime/keys.js";
 import { createOverrideStore, Overrides } from "../runtime/overrides.js";
-import {
-  createUsageLedger,
-  type LedgerSettings,
-  type LedgerStore,
-  type UsageLedger,
-} from "../usage/ledger.js";
+import { createUsageLedger, type LedgerStore } from "../usage/create-ledger.js";
+import type { LedgerSettings, UsageLedger } from "../usage/ledger.js";
 
 /** Most keys the local fallback (on_failure: local) holds; it only covers outages. */
 const LOCAL_FALLBACK_MAX_KEYS = 100_000;

@@ -19,7 +19,7 @@ import { MAX_REQUEST_HEADERS } from "../http/request-framing.js";
 import type { createPipeline } from "../proxy/pipeline.js";
 import { H2Request, H2Response } from "./h2-compat.js";
 import { guardSession } from "./h2-sessions.js";
-import type { ProxyListener, ProxyServerOptions } from "./listeners.js";
+import type { ProxyListener, ProxyServerOptions } from "./proxy-listener.js";
 
 /** HTTP/2 limits beyond the HTTP/1.1 ones they mirror (header size, timeouts). */
 export const H2_SERVER_OPTIONS = {

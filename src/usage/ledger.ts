@@ -2,16 +2,11 @@
 // for operators who bill from it (GET /admin/usage). Every gateway instance sharing a store
 // records into the same totals, and they outlive restarts of the gateway: in Redis beside the
 // limits (redis-ledger.ts), or in-process for `memory://` (memory-ledger.ts). Which one is the
-// store's choice (gateway/store.ts); this file is the contract and the factory.
+// store's choice (gateway/store.ts); this file is the contract, create-ledger.ts the factory.
 //
 // A record is fire-and-forget from the request path: it never rejects. A failure goes to the
 // `onError` the ledger was created with (the gateway counts a store's failure in
 // tollgate_store_errors_total and logs it), and that request's usage is missing from the totals.
-import type { Cluster, Redis } from "ioredis";
-import { MemoryLedger } from "./memory-ledger.js";
-import { RedisLedger } from "./redis-ledger.js";
-
-export { USAGE_LIST_MAX, USAGE_PAGE_MAX, UsagePeriodError } from "./ledger-layout.js";
 
 export interface UsageEntry {
   /** admin spelling: client:<id> | tenant:<id> | ip:<addr> */
@@ -76,21 +71,4 @@ export interface LedgerSettings {
   tz: string;
   /** How long a period's totals are kept after it ends (usage.retention), in ms. */
   retentionMs: number;
-}
-
-/** Where the ledger keeps its totals: the store's own Redis connection, or this process. */
-export type LedgerStore = { kind: "memory" } | { kind: "redis"; client: Redis | Cluster; timeoutMs: number };
-
-export interface LedgerOptions {
-  settings: () => LedgerSettings;
-  /** A record that was not written, and why (a StoreError for Redis's failures). */
-  onError?: (err: Error) => void;
-  /** Epoch ms: which periods the memory ledger has let go. */
-  now?: () => number;
-}
-
-export function createUsageLedger(store: LedgerStore, options: LedgerOptions): UsageLedger {
-  return store.kind === "redis"
-    ? new RedisLedger({ client: store.client, timeoutMs: store.timeoutMs, ...options })
-    : new MemoryLedger(options);
 }

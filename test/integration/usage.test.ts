@@ -10,12 +10,8 @@ import { Cluster, type Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StoreConnectionError, StoreError } from "../../src/errors.js";
 import { connect, waitUntilReady } from "../../src/limits/stores/redis/connection.js";
-import {
-  createUsageLedger,
-  type LedgerSettings,
-  type UsageEntry,
-  type UsageLedger,
-} from "../../src/usage/ledger.js";
+import { createUsageLedger } from "../../src/usage/create-ledger.js";
+import type { LedgerSettings, UsageEntry, UsageLedger } from "../../src/usage/ledger.js";
 import { type InProcessGateway, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
 import { freePort } from "../support/ports.js";

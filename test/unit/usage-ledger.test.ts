@@ -7,8 +7,8 @@ import { describe, expect, it } from "vitest";
 import { loadConfigText } from "../../src/config/load.js";
 import { formatProblem } from "../../src/config/problems.js";
 import { StoreConnectionError, StoreReplyError } from "../../src/errors.js";
+import { createUsageLedger } from "../../src/usage/create-ledger.js";
 import type { LedgerSettings, UsageEntry } from "../../src/usage/ledger.js";
-import { createUsageLedger } from "../../src/usage/ledger.js";
 import {
   callerTag,
   indexKey,

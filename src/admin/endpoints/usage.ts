@@ -7,7 +7,8 @@
 import type { Runtime } from "../../config/compile.js";
 import { callerIpKey, parseIp, unwrapMapped } from "../../identity/ip.js";
 import { parsePeriod, periodId } from "../../limits/calendar.js";
-import { USAGE_PAGE_MAX, type UsageBy, type UsageLedger } from "../../usage/ledger.js";
+import type { UsageBy, UsageLedger } from "../../usage/ledger.js";
+import { USAGE_PAGE_MAX } from "../../usage/ledger-layout.js";
 import { parseCallerRef } from "../caller-limits.js";
 import { replyProblem, sendJson } from "../reply.js";
 import type { AdminHandler, AdminRequest } from "../router.js";
