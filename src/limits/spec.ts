@@ -1,32 +1,6 @@
 // Compiled limit specifications and the outcomes a store reports for them.
 import { ALGORITHMS, type LimitSpec } from "./algorithms/index.js";
-
-/** What every spec has, whatever its algorithm (each algorithm's spec is in algorithms/). */
-export interface SpecBase {
-  /** `<plan>.<key>`: the name clients see in headers and 429 bodies. */
-  name: string;
-  /** Evaluated and counted, never denies (rolling out a new limit). */
-  shadow?: boolean;
-  /**
-   * `tokens`: a token budget, charged the units the upstream reports (route `charge`, or an AI
-   * route's usage); `usd`: a money budget, in integer micro-dollars, charged what an AI route's
-   * usage costs at the price table. Absent: the limit counts requests (each takes the route's
-   * cost).
-   */
-  unit?: BudgetUnit;
-}
-
-/** The units a budget counts: tokens, or micro-dollars (`usd`). */
-export type BudgetUnit = "tokens" | "usd";
-
-/**
- * Whether a limit is a budget (`unit: tokens` or `usd`): charged what a response reports, and
- * given back what an AI route reserved beyond it, so its state can loosen before its window
- * ends (the deny cache keeps such a denial briefly).
- */
-export function isBudget(spec: SpecBase): boolean {
-  return spec.unit !== undefined;
-}
+import type { Check, LimitOutcome } from "./spec-base.js";
 
 export type {
   ConcurrencySpec,
@@ -35,37 +9,10 @@ export type {
   TokenBucketSpec,
   WindowSpec,
 } from "./algorithms/index.js";
+export { type BudgetUnit, type Check, isBudget, type LimitOutcome, type SpecBase } from "./spec-base.js";
 
-/** One limit to decide for one request: which state key, which spec, how much it takes. */
-export interface LimitCheck {
-  key: string;
-  spec: LimitSpec;
-  cost: number;
-  /** Concurrency only: the lease this request holds, unique across instances. */
-  leaseId?: string;
-  /** A batched token bucket refilling its reservation: take up to this many, at least `cost`. */
-  batch?: number;
-  /**
-   * A token budget under a route's `max_cost`: allowed only if this many units would be, though
-   * it takes only `cost` (the rest is charged when the upstream reports it). Greater than cost.
-   */
-  need?: number;
-}
-
-/** What a store says about one limit of a request. */
-export interface LimitOutcome {
-  allowed: boolean;
-  /** Whole units left after this request (when allowed) or available now (when denied). */
-  remaining: number;
-  /** Until the limit is back to full, in ms. */
-  resetMs: number;
-  /** When denied: until this request would fit, in ms. 0 when allowed. */
-  retryAfterMs: number;
-  /** Leaky bucket, when allowed: how long the request waits for its slot, in ms (absent: none). */
-  delayMs?: number;
-  /** A batched check, when allowed: the tokens taken (from `cost` up to the batch). */
-  taken?: number;
-}
+/** One limit to decide for one request (spec-base.ts has its members). */
+export type LimitCheck = Check<LimitSpec>;
 
 /**
  * When the store decided, exactly as it used the time (Redis's clock as "%.17g" text, or a

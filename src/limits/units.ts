@@ -1,6 +1,6 @@
 // How a limit's units read to people (429 bodies, the admin API, logs): requests, tokens, or
 // dollars for a money budget, whose state counts integer micro-dollars.
-import type { SpecBase } from "./spec.js";
+import type { SpecBase } from "./spec-base.js";
 
 export const MICROS_PER_USD = 1_000_000;
 

@@ -2,8 +2,8 @@
 // from its Lua code to the YAML keys it takes, so that adding an algorithm is its own file, its
 // Lua file and one line of the registry. The keys several algorithms take are defined here once.
 import { z } from "zod";
-import { limitWindow, rate } from "../../config/scalars.js";
-import type { LimitCheck, LimitOutcome, LimitSpec } from "../spec.js";
+import { limitWindow, rate } from "../scalars.js";
+import type { Check, LimitOutcome, SpecBase } from "../spec-base.js";
 
 export interface AlgorithmStep {
   outcome: LimitOutcome;
@@ -14,7 +14,7 @@ export interface AlgorithmStep {
   ttlMs: number;
 }
 
-export interface Algorithm<S extends LimitSpec = LimitSpec, K extends LimitKeys = LimitKeys> {
+export interface Algorithm<S extends SpecBase = SpecBase, K extends LimitKeys = LimitKeys> {
   /**
    * The code the Lua scripts dispatch on: `luaFile` registers the algorithm as ALGORITHMS[code]
    * (lua/prelude.lua). Below 16, the flag check.lua adds for a shadow limit.
@@ -32,7 +32,7 @@ export interface Algorithm<S extends LimitSpec = LimitSpec, K extends LimitKeys 
    */
   scriptParams(spec: S, nowMs: number): [number, number | string];
   /** Its fourth script argument: the cost, or what the algorithm reads in its place. */
-  scriptCost(check: LimitCheck): string | number;
+  scriptCost(check: Check<S>): string | number;
   /**
    * One step of its arithmetic in-process (the memory store), the same as its Lua step.
    * `leaseId` is the request's lease, for a concurrency limit; `batch`, for a batched token
@@ -93,7 +93,7 @@ export type ParsedLimit<K extends LimitKeys> = { [P in keyof K]?: z.output<K[P][
 /** Reports a problem of the limit being checked, at one of its keys or at the limit itself. */
 export type LimitProblem = (message: string, key?: string) => void;
 
-export interface AlgorithmConfig<S extends LimitSpec, K extends LimitKeys> {
+export interface AlgorithmConfig<S extends SpecBase, K extends LimitKeys> {
   /** The keys it takes besides `algorithm`, `shadow` and `unlimited`; any other is refused. */
   readonly keys: K;
   /** Those of `keys` its check asks for when missing (the reference marks them "by algorithm"). */

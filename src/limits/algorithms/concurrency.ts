@@ -4,8 +4,8 @@
 // arithmetic on a sorted set (lease id scored by expiry). The registry entry (code 6) at the end
 // carries the rest.
 import { z } from "zod";
-import { duration } from "../../config/scalars.js";
-import type { LimitOutcome, SpecBase } from "../spec.js";
+import { duration } from "../scalars.js";
+import type { LimitOutcome, SpecBase } from "../spec-base.js";
 import {
   type Algorithm,
   type DurationString,

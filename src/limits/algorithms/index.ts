@@ -6,7 +6,7 @@
 // Adding one: its file here (spec, arithmetic, entry), its lua/ file registering the same code,
 // and a line in ENTRIES and in the unions below. test/unit/algorithm-registry.test.ts and
 // test/unit/twin-constants.test.ts then hold it to the rest.
-import type { LimitCheck } from "../spec.js";
+import type { Check } from "../spec-base.js";
 import type { Algorithm, AlgorithmStep, LimitKeys } from "./algorithm.js";
 import { type ConcurrencyLimit, type ConcurrencySpec, concurrency } from "./concurrency.js";
 import { type LeakyBucketLimit, type LeakyBucketSpec, leakyBucket } from "./leaky-bucket.js";
@@ -77,7 +77,7 @@ const ENTRIES = {
 export const DEFAULT_ALGORITHM: AlgorithmName = "token_bucket";
 
 /** Each entry seen through the spec it is looked up with: `ALGORITHMS[spec.algorithm].quota(spec)`. */
-export const ALGORITHMS: Readonly<Record<AlgorithmName, Algorithm>> = ENTRIES;
+export const ALGORITHMS: Readonly<Record<AlgorithmName, Algorithm<LimitSpec>>> = ENTRIES;
 
 export const ALGORITHM_NAMES = Object.keys(ENTRIES) as [AlgorithmName, ...AlgorithmName[]];
 
@@ -105,7 +105,7 @@ export function isRateLimit(spec: LimitSpec): spec is RateLimitSpec {
 }
 
 /** The fourth script argument of a limit: the cost, or what its algorithm reads in its place. */
-export function scriptCostArg(check: LimitCheck): string | number {
+export function scriptCostArg(check: Check<LimitSpec>): string | number {
   return ALGORITHMS[check.spec.algorithm].scriptCost(check);
 }
 

@@ -3,8 +3,8 @@
 // found (base). The delay is the distance to that slot. lua/leaky_bucket.lua (code 5) reads the
 // same step the same way.
 import { z } from "zod";
-import { formatDuration } from "../../config/units.js";
-import type { SpecBase } from "../spec.js";
+import { formatDuration } from "../notation.js";
+import type { SpecBase } from "../spec-base.js";
 import { type Algorithm, type AlgorithmStep, type LimitCommon, RATE, type RateString } from "./algorithm.js";
 import { gcraStep, type TokenBucketStep, tokenBucketTtlMs } from "./token-bucket.js";
 

@@ -6,9 +6,9 @@
 // runs both on identical inputs and expects identical outputs. The registry entry (code 1) at
 // the end carries the rest: params, wording, quota, local share and the YAML keys.
 import { z } from "zod";
-import type { Rate, WindowLength } from "../../config/units.js";
-import { formatDuration, windowLengthMs } from "../../config/units.js";
-import type { LimitOutcome, SpecBase } from "../spec.js";
+import type { Rate, WindowLength } from "../notation.js";
+import { formatDuration, windowLengthMs } from "../notation.js";
+import type { LimitOutcome, SpecBase } from "../spec-base.js";
 import { quantity } from "../units.js";
 import {
   type Algorithm,

@@ -1,9 +1,10 @@
 // Window algorithms, as pure arithmetic. lua/windows.lua is the same arithmetic, operation for
 // operation; the conformance suite compares the two on identical inputs. Their registry entries
 // (codes 2, 3, 4) at the end share everything but the step: params, wording, quota, YAML keys.
-import { formatDuration, isCalendarWindow, type WindowLength, windowLengthMs } from "../../config/units.js";
+
 import { type Calendar, periodAt, periodStarts } from "../calendar.js";
-import type { LimitOutcome, SpecBase } from "../spec.js";
+import { formatDuration, isCalendarWindow, type WindowLength, windowLengthMs } from "../notation.js";
+import type { LimitOutcome, SpecBase } from "../spec-base.js";
 import { quantity } from "../units.js";
 import {
   type Algorithm,
