@@ -7,7 +7,7 @@ import type { AiSettings } from "../ai/settings.js";
 import { type AlertSettings, compileAlerts } from "../alerts/settings.js";
 import { type HeaderRules, mergeHeaderRules, type WrittenHeaderRules } from "../http/header-rules.js";
 import { CidrSet, parseCidr } from "../identity/ip.js";
-import type { JwtVerifier } from "../identity/jwt.js";
+import type { JwtVerifier } from "../identity/jwt-verifier.js";
 import type { CompileContext } from "../limits/algorithms/algorithm.js";
 import { ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
 import { denyEverything } from "../limits/algorithms/windows.js";

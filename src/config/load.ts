@@ -11,7 +11,7 @@ import { dirname, resolve } from "node:path";
 import { Worker } from "node:worker_threads";
 import type { JSONWebKeySet } from "jose";
 import type { z } from "zod";
-import { JwtVerifier } from "../identity/jwt.js";
+import { JwtVerifier } from "../identity/jwt-verifier.js";
 import { checkConfig, type PathProblem } from "./checks.js";
 import { type PathSegment, PositionedDocument } from "./document.js";
 import { substituteEnv } from "./env.js";
