@@ -105,6 +105,8 @@ export function parseAiRequest(
     return refused(
       `the request body gives "${layout.duplicate}" more than once; upstreams differ on which copy they read, so give it once`,
     );
+  const spelling = foldedSpelling(layout.members, operation);
+  if (spelling) return refused(spelling);
 
   // The SDKs' own option, merged into the body by them, never sent as a member; a proxy behind
   // the gateway (LiteLLM) that merges a member of that name would forward fields the gateway
@@ -259,6 +261,57 @@ export function jsonShape(bytes: Uint8Array): JsonShape {
  * The service tiers each API takes: another spelling ("Priority") or value would reach an
  * upstream that reads it its own way while the gateway priced it as the default.
  */
+/** Top-level fields the gateway reads besides an operation's ceiling, choice and prompt fields. */
+const READ_FIELDS = [
+  "model",
+  "stream",
+  "stream_options",
+  "service_tier",
+  "messages",
+  "input",
+  "prompt",
+  "prompt_embeds",
+  "tools",
+  "system",
+  "instructions",
+  "previous_response_id",
+  "extra_body",
+];
+
+/**
+ * How Go's encoding/json (and ASP.NET's default binder) match a key to a field: letter case
+ * aside, and with the Kelvin sign as `k` and the long s as `s` (Go's fold). An upstream reading
+ * `"MAX_TOKENS"` or `"Model"` as the field the gateway read under its own spelling would run
+ * what was never counted.
+ */
+function foldKey(key: string): string {
+  return key.toLowerCase().replaceAll("\u017f", "s");
+}
+
+/**
+ * A key another spelling of which the gateway reads (`"Model"`, `"MAX_TOKENS"`, `"N"`), or two
+ * keys that fold together: why the body is refused, or undefined.
+ */
+function foldedSpelling(members: readonly { key: string }[], operation: AiOperation): string | undefined {
+  const read = new Set([
+    ...READ_FIELDS,
+    ...operation.ceilingFields,
+    ...operation.choiceFields,
+    ...(operation.promptsField ? [operation.promptsField] : []),
+  ]);
+  const seen = new Map<string, string>();
+  for (const { key } of members) {
+    const folded = foldKey(key);
+    if (folded !== key && read.has(folded))
+      return `the request body gives "${key}", which some upstreams read as "${folded}"; the gateway reads "${folded}" as written, so spell it that way`;
+    const other = seen.get(folded);
+    if (other !== undefined)
+      return `the request body gives both "${other}" and "${key}", which some upstreams read as one field; give it once`;
+    seen.set(folded, key);
+  }
+  return undefined;
+}
+
 const SERVICE_TIERS: Readonly<Record<AiSettings["format"], ReadonlySet<string>>> = {
   openai: new Set(["auto", "default", "flex", "scale", "priority"]),
   responses: new Set(["auto", "default", "flex", "scale", "priority"]),

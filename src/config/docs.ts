@@ -49,6 +49,7 @@ const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
   sustained_denial: "duration",
   retry_hint_max: "duration",
   idle_timeout: "duration",
+  caller_share: "percentage",
   tunnel_idle_timeout: "duration",
   timeout: "duration",
   connect_timeout: "duration",

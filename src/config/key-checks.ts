@@ -194,13 +194,25 @@ function checkRouteLimitNames(config: CheckableConfig, add: Add) {
   for (const [planName, plan] of Object.entries(config.plans)) {
     if (plan.global) planLimits.set(`${planName}.global`, `plan "${planName}"'s global limit`);
     if (plan.tenant) planLimits.set(`${planName}.tenant`, `plan "${planName}"'s tenant limit`);
-    for (const { route: routeName, name, suffix } of planRouteLimits(plan.routes))
-      planLimits.set(
-        `${planName}.${suffix}`,
+    for (const { route: routeName, name, suffix } of planRouteLimits(plan.routes)) {
+      const full = `${planName}.${suffix}`;
+      const what =
         name === undefined
           ? `plan "${planName}"'s limit for route "${routeName}"`
-          : `plan "${planName}"'s limit "${name}" for route "${routeName}"`,
-      );
+          : `plan "${planName}"'s limit "${name}" for route "${routeName}"`;
+      // Route names may hold dots: `search.daily: {…}` and `search: { daily: {…} }` are both
+      // `free.search.daily`, one state key two limits of different algorithms would overwrite.
+      const other = planLimits.get(full);
+      if (other !== undefined) {
+        add(
+          ["plans", planName, "routes", ...(name === undefined ? [] : [routeName])],
+          `${what} is named "${full}", as ${other} is: the two would share RateLimit headers, 429 bodies, logs, admin views and their state key, each overwriting the other's count; rename one`,
+          name ?? routeName,
+        );
+        continue;
+      }
+      planLimits.set(full, what);
+    }
   }
   if (planLimits.size === 0) return;
   config.routes.forEach((route, i) => {

@@ -785,6 +785,10 @@ export const configSchema = z
       .describe("processes serving the proxy listener; auto: one per core"),
     shutdown_grace: duration().default(10_000).describe("on SIGTERM, how long requests in flight may finish"),
     idle_timeout: duration()
+      .refine(
+        (ms) => ms >= 1000,
+        "idle_timeout is at least 1s: shorter closes connections between a client's requests, and 0 would keep idle ones forever",
+      )
       .default(75_000)
       .describe(
         "a client connection with nothing in flight (HTTP/1.1 keep-alive, or HTTP/2 with no stream open) is closed after this; HTTP/2 with a GOAWAY first (default 75s)",

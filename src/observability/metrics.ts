@@ -134,7 +134,7 @@ export class Metrics {
     });
     this.callerShareRefusals = new Counter({
       name: "tollgate_caller_share_refusals_total",
-      help: "Requests refused before any limit because their caller had its whole caller_share of the upstream's connections in flight.",
+      help: "Requests refused as they would be sent on, their caller holding more than its caller_share of the upstream's connections while the pool was short.",
       labelNames: ["upstream"],
       registers: [this.registry],
     });

@@ -151,6 +151,8 @@ function memoryRefusal(who: BodyMemoryRefusal, memory: BodyMemory): Refusal {
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
 
+const DEPLOYMENT_SEGMENT = /\/(?:deployments|engines)\/[^/]+\//gi;
+
 /**
  * The model an Azure-style (`/openai/deployments/<d>/…`) or legacy (`/engines/<m>/…`) path names:
  * the upstream serves that one, whatever the body's `model` says.
@@ -173,6 +175,14 @@ function priced(
   body: Buffer,
   shape: JsonShape,
 ): Admitted | Refusal {
+  // `/openai/deployments/a/openai/deployments/b/…`: the gateway reads the first, an upstream may
+  // route by the last.
+  if ((ctx.path.match(DEPLOYMENT_SEGMENT) ?? []).length > 1)
+    return new Refusal(
+      "bad_request",
+      "bad_request",
+      "the path names more than one deployment or engine; name the model's once",
+    );
   const parsed = parseAiRequest(body, operation, settings, pathModel(ctx.path), shape);
   if (!parsed.ok) return new Refusal("bad_request", "bad_request", parsed.detail);
   const request = parsed.request;

@@ -262,6 +262,16 @@ describe("reserve before, settle after", () => {
     expect(Math.round((after - before) * 1e6)).toBe(2 * 90_000);
   });
 
+  it("a path naming two deployments is refused: the gateway would read the first, an upstream may route by the last", async () => {
+    const reply = await chat(
+      "model-key-2",
+      { model: "cheap", max_tokens: 10, messages: [{ role: "user", content: "x" }] },
+      "/v1/openai/deployments/cheap/openai/deployments/expensive/chat/completions",
+    );
+    expect(reply.status).toBe(400);
+    expect(reply.body).toContain("more than one deployment");
+  });
+
   it("a money budget of $1.00 across two instances charges exactly what the reported usage costs", async () => {
     let n = 0;
     provider.behave = () => {

@@ -397,3 +397,36 @@ describe("reservationOf", () => {
     expect(reservationOf(free, settings(), price)).toMatchObject({ output: 0, input: 0 });
   });
 });
+
+describe("keys an upstream matches whatever their case (Go's encoding/json, ASP.NET)", () => {
+  it("refuses another spelling of a field the gateway reads, or two keys that fold together", () => {
+    const body = '{"model":"gpt-4o-mini","max_tokens":50,"MAX_TOKENS":100000,"Model":"gpt-4o","N":8,"n":1}';
+    expect(parse(body)).toMatchObject({ ok: false, detail: expect.stringMatching(/"MAX_TOKENS"/) });
+    expect(parse('{"MODEL":"gpt-4o","messages":[]}')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/gives "MODEL", which some upstreams read as "model"/),
+    });
+    expect(parse('{"model":"m","N":8}')).toMatchObject({ ok: false });
+    // Go folds the Kelvin sign into k and the long s into s.
+    expect(parse('{"model":"m","max_to\\u212aen\\u017f":100000}')).toMatchObject({ ok: false });
+    expect(parse('{"model":"m","Metadata":{},"metadata":{}}')).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/both "Metadata" and "metadata"/),
+    });
+    expect(parse('{"model":"m","max_tokens":5,"user":"u","metadata":{}}')).toMatchObject({ ok: true });
+  });
+
+  it("never lets a case variant of `model` through, beside the model it reads or alone (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.boolean(), { minLength: 5, maxLength: 5 }).filter((up) => up.some(Boolean)),
+        (up) => {
+          const variant = [..."model"].map((c, i) => (up[i] ? c.toUpperCase() : c)).join("");
+          const body = JSON.stringify({ model: "cheap", [variant]: "dear" });
+          expect(parse(body).ok).toBe(false);
+          expect(parse(JSON.stringify({ [variant]: "dear" })).ok).toBe(false);
+        },
+      ),
+    );
+  });
+});

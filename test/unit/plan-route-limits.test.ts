@@ -97,3 +97,24 @@ describe("plans.<plan>.routes.<route> as a map of named limits", () => {
     ]);
   });
 });
+
+describe("names two limits could share", () => {
+  it("refuses a map entry and a dotted route's single limit that would both be <plan>.<route>.<name>", () => {
+    const yaml = `store: { url: "memory://" }
+upstreams: { api: http://127.0.0.1:9 }
+clients:
+  - { id: a, key: k, plan: free }
+plans:
+  free:
+    routes:
+      search: { daily: { algorithm: fixed_window, limit: 5, window: 1d } }
+      search.daily: { rate: 1/s, burst: 2 }
+routes:
+  - { name: search, match: { path: /search }, upstream: api }
+  - { name: search.daily, match: { path: /sd }, upstream: api }
+`;
+    expect(report(yaml)).toEqual([
+      'gw.yaml:9:7: plans.free.routes: plan "free"\'s limit for route "search.daily" is named "free.search.daily", as plan "free"\'s limit "daily" for route "search" is: the two would share RateLimit headers, 429 bodies, logs, admin views and their state key, each overwriting the other\'s count; rename one',
+    ]);
+  });
+});
