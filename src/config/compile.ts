@@ -15,6 +15,8 @@ import { plannedLimit } from "../limits/compiled.js";
 import { type KeyBy, parseKeyBy, ROUTE_BY, scopeBy } from "../limits/key-by.js";
 import type { LimitScope, PlannedLimit } from "../limits/plan.js";
 import type { LimitSpec } from "../limits/spec.js";
+import type { IdentitySettings, IdentityView } from "../model/identity.js";
+import type { CompiledClient, CompiledPlan, Entitlements } from "../model/plan.js";
 import { normalizeHostPattern } from "../routing/host.js";
 import { methodSet, RouteMatcher } from "../routing/matcher.js";
 import { normalizeTarget } from "../routing/normalize.js";
@@ -144,34 +146,11 @@ export interface RouteCharge {
   usage: UsageFields | null;
 }
 
-/** `plans.<plan>.allow`: what the plan includes; undefined members allow everything. */
-export interface Entitlements {
-  routes: ReadonlySet<string> | undefined;
-  /** The patterns as written (for answers), and a test of a model against them. */
-  models: { readonly written: readonly string[]; includes(model: string): boolean } | undefined;
-}
+export type { IdentitySettings, IdentityView } from "../model/identity.js";
+export type { CompiledClient, CompiledPlan, Entitlements } from "../model/plan.js";
 
-export interface CompiledPlan {
-  name: string;
-  /** `allow`; undefined: the plan includes every route and model. */
-  allow?: Entitlements | undefined;
-  /**
-   * Limits of this plan for each route name, global and tenant limits included. Each list is
-   * built on first use and then kept (one list per plan and route, always the same object), so
-   * compiling many plans times many routes costs nothing until traffic needs a pair.
-   */
-  limitsByRoute: ReadonlyMap<string, readonly PlannedLimit[]>;
-  /** Every limit of the plan once: global, tenant and each route's own. */
-  limits: readonly PlannedLimit[];
-}
-
-export interface CompiledClient {
-  id: string;
-  plan: CompiledPlan;
-  tenant: string | undefined;
-}
-
-export interface Runtime {
+/** The compiled config: what every request and every operator answer reads, swapped by a reload. */
+export interface Runtime extends IdentityView {
   readonly config: Config;
   readonly file: string;
   /** The JWT key file the config names, watched and re-read with the config. */
@@ -187,19 +166,7 @@ export interface Runtime {
   readonly anonymousPlan: CompiledPlan | undefined;
   /** sha256(key) in hex → client. Plain keys are hashed here so lookups never see them. */
   readonly clientsByKeyHash: ReadonlyMap<string, CompiledClient>;
-  readonly identity: {
-    header: string;
-    bearer: boolean;
-    onUnknown: "reject" | "anonymous";
-    trustedProxies: CidrSet;
-    clientIpHeader: "x-forwarded-for" | "forwarded";
-    ipv6Prefix: number;
-    /** Verifies bearer JWTs; undefined when the config has no identity.jwt. */
-    jwt: JwtVerifier | undefined;
-    jwtDefaultPlan: string | undefined;
-    /** Invalid credentials one client IP may present per window before it is refused unchecked. */
-    authFailures: { limit: number; windowMs: number } | undefined;
-  };
+  readonly identity: IdentitySettings;
   readonly deny: { ips: CidrSet; clients: ReadonlySet<string> };
   readonly exempt: { ips: CidrSet; clients: ReadonlySet<string> };
   readonly headerStyles: { draft: boolean; ietf: boolean; legacy: boolean };

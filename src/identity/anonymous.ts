@@ -1,8 +1,8 @@
 // The caller no source claims: anonymous, known by its address (the ipKey that ip.ts and
 // forwarded.ts derive from the peer behind trusted proxies), on the anonymous plan if the config
 // has one. Also what an unknown API key becomes under `on_unknown: anonymous`.
-import type { Runtime } from "../config/compile.js";
-import type { Identification } from "./caller.js";
+import type { Identification } from "../model/caller.js";
+import type { IdentityView } from "../model/identity.js";
 
 /**
  * Anonymous by IP, unless the config has credentials and no anonymous plan: then a credential
@@ -11,7 +11,7 @@ import type { Identification } from "./caller.js";
  * which the file cannot list. A config with none of them lets everyone through anonymously,
  * plan or not.
  */
-export function identifyAnonymous(ipKey: string, rt: Runtime): Identification {
+export function identifyAnonymous(ipKey: string, rt: IdentityView): Identification {
   if (!rt.anonymousPlan && (rt.clientsByKeyHash.size > 0 || rt.identity.jwt || rt.plans.size > 0)) {
     return {
       ok: false,

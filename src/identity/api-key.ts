@@ -5,33 +5,18 @@
 // allocated beyond the answer. Only a stored key not cached yet waits for the store.
 import { createHash, hash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
-import type { CompiledClient, Runtime } from "../config/compile.js";
+import type { Identification } from "../model/caller.js";
+import type { IdentityView } from "../model/identity.js";
+import type { CompiledClient } from "../model/plan.js";
 import { identifyAnonymous } from "./anonymous.js";
 import { bearerToken, isBearerScheme, malformedBearer } from "./bearer.js";
-import type { Identification, IdentitySource } from "./caller.js";
+import type { IdentitySource, StoredKeyAnswer, StoredKeyLookup } from "./source.js";
 import { THROTTLED } from "./throttled.js";
 
-/**
- * Keys issued at runtime (runtime/key-lookup.ts): asked with the key's sha256 once it is none of
- * the YAML's. Synchronous when the answer is cached (or the address's lookups are used up).
- */
-export interface StoredKeyLookup {
-  find(hash: string, ipKey: string, rt: Runtime): StoredKeyAnswer | Promise<StoredKeyAnswer>;
-  /** What is known of `hash` without asking the store (a throttled address gets only this). */
-  cached(hash: string, rt: Runtime): StoredKeyAnswer | undefined;
-}
-
-export type StoredKeyAnswer =
-  | { kind: "client"; client: CompiledClient }
-  /** Not a stored key; `throttled`: not asked, this address has used its lookups. */
-  | { kind: "unknown"; throttled: boolean }
-  /** A valid key the running config cannot serve (its plan is gone): a 403 with `detail`. */
-  | { kind: "unusable"; detail: string }
-  /** The store could not answer; `closed`: store.on_failure is closed (503), else as unknown. */
-  | { kind: "unavailable"; closed: boolean };
+export type { StoredKeyAnswer, StoredKeyLookup };
 
 /** The API key a request presents, or undefined; an array means the header was sent twice. */
-export function presentedKey(headers: IncomingHttpHeaders, rt: Runtime): string | string[] | undefined {
+export function presentedKey(headers: IncomingHttpHeaders, rt: IdentityView): string | string[] | undefined {
   const value = headers[rt.identity.header];
   if (value !== undefined) return value;
   if (!rt.identity.bearer) return undefined;
@@ -73,7 +58,7 @@ function identifyByKey(
   key: string,
   credentialHeader: string,
   ipKey: string,
-  rt: Runtime,
+  rt: IdentityView,
   stored: StoredKeyLookup | undefined,
   throttled: boolean | undefined,
 ): Identification | Promise<Identification> {
@@ -116,7 +101,7 @@ function fromStored(
   answer: StoredKeyAnswer,
   credentialHeader: string,
   ipKey: string,
-  rt: Runtime,
+  rt: IdentityView,
 ): Identification {
   switch (answer.kind) {
     case "client":
@@ -144,7 +129,7 @@ const UNCHECKED_KEY: Identification = {
     "the API key is not valid, or was not checked: this address presented too many unknown keys; retry in a few seconds",
 };
 
-function unknownKey(ipKey: string, rt: Runtime, throttled: boolean): Identification {
+function unknownKey(ipKey: string, rt: IdentityView, throttled: boolean): Identification {
   if (rt.identity.onUnknown === "reject") return throttled ? UNCHECKED_KEY : UNKNOWN_KEY;
   return identifyAnonymous(ipKey, rt);
 }
@@ -161,9 +146,9 @@ const sha256Hex: (text: string) => string =
  * it) and owned by one runtime, so a reload that revokes a key also forgets it here.
  */
 const KEY_CACHE_MAX = 10_000;
-const keyCaches = new WeakMap<Runtime, Map<string, CompiledClient>>();
+const keyCaches = new WeakMap<IdentityView, Map<string, CompiledClient>>();
 
-function keyCacheOf(rt: Runtime): Map<string, CompiledClient> {
+function keyCacheOf(rt: IdentityView): Map<string, CompiledClient> {
   let cache = keyCaches.get(rt);
   if (!cache) {
     cache = new Map();

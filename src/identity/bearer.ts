@@ -1,7 +1,7 @@
 // `Authorization: Bearer <token>`: the carrier two sources share (a JWT, or an API key with
 // `bearer: true`). Each source that reads it parses it itself; neither allocates more than the one
 // match the old single parse did on its path.
-import type { Identification } from "./caller.js";
+import type { Identification } from "../model/caller.js";
 
 const BEARER = /^Bearer[ \t]+([^\s]+)[ \t]*$/i;
 /**

@@ -2,48 +2,14 @@
 // Each source is one file (api-key.ts, jwt.ts); a caller no source claims is anonymous by IP
 // (anonymous.ts).
 import type { IncomingHttpHeaders } from "node:http";
-import type { CompiledPlan, Runtime } from "../config/compile.js";
+import type { Caller, Identification, IdentificationFailure } from "../model/caller.js";
+import type { IdentityView } from "../model/identity.js";
 import { identifyAnonymous } from "./anonymous.js";
-import { apiKeyBearer, apiKeyHeader, type StoredKeyLookup } from "./api-key.js";
+import { apiKeyBearer, apiKeyHeader } from "./api-key.js";
 import { jwtBearer, jwtBesideKey } from "./jwt.js";
+import type { IdentitySource, StoredKeyLookup } from "./source.js";
 
-export type Caller =
-  | {
-      kind: "client";
-      id: string;
-      plan: CompiledPlan;
-      tenant: string | undefined;
-      ipKey: string;
-      /** A JWT caller's verified claims, for limits keyed `by: claim:<name>`. */
-      claims?: Readonly<Record<string, unknown>>;
-    }
-  | { kind: "anonymous"; plan: CompiledPlan | undefined; ipKey: string };
-
-export type Identification =
-  | {
-      ok: true;
-      caller: Caller;
-      /** The header the caller was identified by (lower case), for `hide_credentials`. */
-      credentialHeader: string | undefined;
-    }
-  | {
-      ok: false;
-      reason: IdentificationFailure;
-      detail: string;
-    };
-
-export type IdentificationFailure =
-  | "unknown_key"
-  | "ambiguous_key"
-  | "credential_required"
-  | "invalid_jwt"
-  | "malformed_credential"
-  /** A stored key that is valid but its plan or limits are not in the running config: 403. */
-  | "key_unusable"
-  /** A stored key the store could not look up, under store.on_failure: closed: 503. */
-  | "key_store_unavailable"
-  /** Its address is past auth_failures and the credential is none this instance has served: 429. */
-  | "throttled";
+export type { Caller, Identification, IdentificationFailure, IdentitySource, StoredKeyLookup };
 
 /** Failures that presented a credential which turned out bad: what `auth_failures` counts. */
 export function isBadCredential(reason: IdentificationFailure): boolean {
@@ -53,36 +19,6 @@ export function isBadCredential(reason: IdentificationFailure): boolean {
     reason !== "key_store_unavailable" &&
     reason !== "throttled"
   );
-}
-
-/**
- * One way a caller proves who they are. A source reads only the runtime it is given (its
- * settings and caches hang off `Runtime`), so a reload changes it by swapping the runtime.
- */
-export interface IdentitySource {
-  /**
-   * Whether the request carries this source's credential, readable or not: what the
-   * `auth_failures` throttle guards and `hide_credentials` strips. Must not allocate.
-   */
-  presents(headers: IncomingHttpHeaders, rt: Runtime): boolean;
-  /**
-   * undefined: not this source's request, ask the next one. Otherwise the answer, final even when
-   * it is a failure or (an unknown key under `on_unknown: anonymous`) the anonymous caller. A
-   * promise only where the work is asynchronous (a JWT not verified before).
-   */
-  identify(
-    headers: IncomingHttpHeaders,
-    ipKey: string,
-    rt: Runtime,
-    /** Keys issued at runtime, for the API-key sources; undefined: the YAML's keys only. */
-    stored?: StoredKeyLookup,
-    /**
-     * The address is past `auth_failures`: answer only from what is known here (a YAML key, a
-     * cached stored key, a JWT verified before), never a store lookup or a signature check;
-     * anything else is THROTTLED.
-     */
-    throttled?: boolean,
-  ): Identification | Promise<Identification> | undefined;
 }
 
 /**
@@ -103,11 +39,11 @@ const PRECEDENCE: readonly IdentitySource[] = [apiKeyHeader, jwtBearer, apiKeyBe
  * claims the request. Synchronous except for a JWT not verified before and a stored key not
  * cached yet.
  */
-export function identifyCaller(
+export function identifyCaller<R extends IdentityView>(
   headers: IncomingHttpHeaders,
   ipKey: string,
-  rt: Runtime,
-  stored?: StoredKeyLookup,
+  rt: R,
+  stored?: StoredKeyLookup<R>,
   throttled?: boolean,
 ): Identification | Promise<Identification> {
   // Indexed loops here and below: on the hot path, and nothing to allocate even before V8
@@ -130,7 +66,7 @@ export function identifyCaller(
 }
 
 /** Whether the request presents a credential this gateway reads (what `auth_failures` guards). */
-export function presentsCredential(headers: IncomingHttpHeaders, rt: Runtime): boolean {
+export function presentsCredential(headers: IncomingHttpHeaders, rt: IdentityView): boolean {
   for (let i = 0; i < PRECEDENCE.length; i++) {
     if (PRECEDENCE[i]!.presents(headers, rt)) return true;
   }

@@ -1,10 +1,11 @@
 // JWT callers: the source that turns a verified bearer token into a caller. The verifier (jose,
 // the key material, the cache of verified tokens) is jwt-verifier.ts.
 import type { IncomingHttpHeaders } from "node:http";
-import type { Runtime } from "../config/compile.js";
+import type { Identification } from "../model/caller.js";
+import type { IdentityView } from "../model/identity.js";
 import { bearerToken, isBearerScheme, malformedBearer } from "./bearer.js";
-import type { Identification, IdentitySource } from "./caller.js";
 import type { JwtResult, JwtVerifier } from "./jwt-verifier.js";
+import type { IdentitySource } from "./source.js";
 import { THROTTLED } from "./throttled.js";
 
 export {
@@ -60,7 +61,7 @@ export const jwtBearer: IdentitySource = {
 export function jwtBesideKey(
   headers: IncomingHttpHeaders,
   ipKey: string,
-  rt: Runtime,
+  rt: IdentityView,
   throttled?: boolean,
 ): Identification | Promise<Identification> | undefined {
   const jwt = rt.identity.jwt;
@@ -83,7 +84,7 @@ function verified(
   jwt: JwtVerifier,
   token: string,
   ipKey: string,
-  rt: Runtime,
+  rt: IdentityView,
   throttled: boolean | undefined,
 ): Identification | Promise<Identification> {
   if (!throttled) return jwt.verify(token).then((result) => jwtCaller(result, ipKey, rt));
@@ -92,7 +93,7 @@ function verified(
 }
 
 /** A verified token's caller on its plan (the token's, else identity.jwt.default_plan). */
-function jwtCaller(result: JwtResult, ipKey: string, rt: Runtime): Identification {
+function jwtCaller(result: JwtResult, ipKey: string, rt: IdentityView): Identification {
   if (!result.ok) return { ok: false, reason: "invalid_jwt", detail: result.detail };
   const { client, tenant, plan: planName, claims } = result.identity;
   const name = planName ?? rt.identity.jwtDefaultPlan;

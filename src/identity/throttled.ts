@@ -4,7 +4,7 @@
 // (its cache), a JWT it verified before (its cache until the token expires). So a flood of bad
 // keys from a shared address (a NAT, a proxy not in trusted_proxies) costs its neighbours' known
 // keys nothing; a key never served by this instance waits out the window.
-import type { Identification } from "./caller.js";
+import type { Identification } from "../model/caller.js";
 
 export const THROTTLED: Identification = {
   ok: false,

@@ -5,8 +5,22 @@
 // character that structures the key, and hashed otherwise. A part the request lacks is keyed by
 // the caller instead, never skipped: leaving a header out must not escape its limit.
 import { createHash } from "node:crypto";
-import type { Caller } from "../identity/caller.js";
-import type { LimitScope } from "./plan.js";
+import type { LimitScope } from "./scope.js";
+
+/**
+ * What a key reads of its caller: who it is, its tenant, its address, a JWT's claims. The
+ * identity's Caller (model/caller.ts) is one; named here so that limits need not know callers'
+ * plans, which are made of limits.
+ */
+export type KeyedCaller =
+  | {
+      readonly kind: "client";
+      readonly id: string;
+      readonly tenant: string | undefined;
+      readonly ipKey: string;
+      readonly claims?: Readonly<Record<string, unknown>>;
+    }
+  | { readonly kind: "anonymous"; readonly ipKey: string };
 
 /** One dimension of a limit's key. */
 export type KeyPart =
@@ -217,7 +231,7 @@ export function valueText(value: string): string {
 }
 
 /** Who calls, as a value: the client's id or the anonymous caller's address. */
-function callerValue(caller: Caller): string {
+function callerValue(caller: KeyedCaller): string {
   return caller.kind === "client" ? `client:${caller.id}` : `ip:${caller.ipKey}`;
 }
 
@@ -248,7 +262,7 @@ function partLabel(part: KeyPart): string {
 /** The value of one part for one request; undefined: the request lacks it (keyed by caller). */
 export function partValue(
   part: KeyPart,
-  caller: Caller,
+  caller: KeyedCaller,
   routeName: string,
   request: KeyedRequest | undefined,
 ): string | undefined {
@@ -330,7 +344,7 @@ export function queryValue(query: string, name: string): string | undefined {
 export function keyTail(
   by: KeyBy,
   skip: KeyPart | undefined,
-  caller: Caller,
+  caller: KeyedCaller,
   routeName: string,
   request: KeyedRequest | undefined,
 ): string {

@@ -4,7 +4,7 @@ import type { KeyBy } from "./key-by.js";
 import type { LimitSpec } from "./spec.js";
 
 /** Whose state a limit keys on when it is keyed by who calls alone (key-by.ts has the rest). */
-export type LimitScope = "caller" | "tenant" | "ip";
+export type { LimitScope } from "./scope.js";
 
 /** What happens to a request when the store cannot decide (store.on_failure, route on_failure). */
 export type FailurePolicy = "open" | "closed" | "local";

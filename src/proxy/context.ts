@@ -71,7 +71,7 @@ export interface ProxyEnv {
   /** What each caller holds of each upstream's connections (caller-share.ts); outlives reloads. */
   callerShares: CallerShares;
   /** Keys issued at runtime (runtime/key-lookup.ts); undefined: the YAML's keys only. */
-  storedKeys?: StoredKeyLookup | undefined;
+  storedKeys?: StoredKeyLookup<Runtime> | undefined;
 }
 
 /** An AI route's request, read (proxy/ai-body.ts): what it asks, what it costs, what it reserves. */

@@ -40,7 +40,7 @@ export interface KeyLookupOptions {
 
 export type LookupResult = "found" | "unknown" | "error" | "throttled";
 
-export class KeyLookup implements StoredKeyLookup {
+export class KeyLookup implements StoredKeyLookup<Runtime> {
   readonly cache: KeyCache<CachedKey>;
   private readonly throttle: LookupThrottle;
   private readonly store: Pick<KeyStore, "lookup">;

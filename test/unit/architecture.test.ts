@@ -91,39 +91,20 @@ function cycles(): string[][] {
   return found;
 }
 
-/**
- * The cycle not untangled yet: the compiled model defined inside the config compiler, which
- * identity and limits import. It may only shrink; any other cycle fails.
- */
-const KNOWN_CYCLES = [
-  [
-    "config/compile.ts",
-    "config/listener-tls.ts",
-    "config/plan-routes.ts",
-    "config/schema.ts",
-    "config/upstream-tls.ts",
-    "identity/anonymous.ts",
-    "identity/api-key.ts",
-    "identity/bearer.ts",
-    "identity/caller.ts",
-    "identity/jwt.ts",
-    "identity/throttled.ts",
-    "limits/compiled.ts",
-    "limits/key-by.ts",
-    "limits/plan.ts",
-  ],
-];
-
 describe("import cycles", () => {
   it("finds a cycle where there is one (the search is not vacuous)", () => {
-    expect(cycles().length).toBeGreaterThan(0);
+    const a = { file: "zz/a.ts", imports: ["zz/b.ts"] };
+    const b = { file: "zz/b.ts", imports: ["zz/a.ts"] };
+    FILES.push(a, b);
+    try {
+      expect(cycles()).toEqual([["zz/a.ts", "zz/b.ts"]]);
+    } finally {
+      FILES.splice(FILES.indexOf(a), 2);
+    }
   });
 
-  it("has none but the known ones, and those do not grow", () => {
-    const outside = cycles().filter(
-      (cycle) => !KNOWN_CYCLES.some((known) => cycle.every((file) => known.includes(file))),
-    );
-    expect(outside).toEqual([]);
+  it("has none in src/, type imports included", () => {
+    expect(cycles()).toEqual([]);
   });
 });
 
@@ -133,11 +114,11 @@ describe("dependency rules between rooms", () => {
     expect(FILES.find((f) => f.file === "proxy/pipeline.ts")?.imports).toContain("proxy/admit.ts");
   });
 
-  it("limits/ imports nothing from config/ but through the library's config-checking entry", () => {
-    const limits = (f: string) => f.startsWith("limits/") && f !== "limits/create-limiter.ts";
-    // The known cycle's members are the compiled model's, still inside config/ (KNOWN_CYCLES).
-    const known = new Set(KNOWN_CYCLES.flat());
-    expect(violations(limits, ["config/"]).filter((v) => !known.has(v.split(" → ")[0]!))).toEqual([]);
+  it("the rooms below the config import nothing from config/ (bar the library's config-checking entry)", () => {
+    const below = ["identity/", "limits/", "routing/", "upstream/", "usage/", "model/"];
+    const rooms = (f: string) => below.some((b) => f.startsWith(b)) && f !== "limits/create-limiter.ts";
+    expect(FILES.filter((f) => f.file.startsWith("model/")).length).toBeGreaterThan(2);
+    expect(violations(rooms, ["config/"])).toEqual([]);
   });
 
   it("no module of limits/ outside stores/ imports a concrete store", () => {
