@@ -1,6 +1,6 @@
 // `npm run bench:keys` (builds first): a gateway's memory with 100,000 keys issued at runtime is
 // bounded by its key cache (`keys.cache`), not by how many keys the store holds. The keys are
-// written straight into a private redis-server in the layout runtime/keys.ts uses, then every key
+// written straight into a private redis-server in the layout operator-state/api-keys.ts uses, then every key
 // is presented twice (from 5,000 addresses behind a trusted proxy, so the per-address lookup
 // throttle lets each first lookup through). The gateway runs in this process (started with
 // --expose-gc by the npm script), so the V8 heap is read after a full collection: live objects
@@ -22,7 +22,7 @@ import {
   newKey,
   newKeyId,
   sha256Hex,
-} from "../dist/runtime/keys.js";
+} from "../dist/operator-state/api-keys.js";
 import { freePort, killAll, startRedis, startUpstream } from "./support.mjs";
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 100_000);

@@ -1,6 +1,6 @@
 // How a write endpoint records what it did: the audit log's entry for this request, under the
 // name of the token that authorised it (the guard's principal), never the token itself.
-import type { AuditLog } from "../runtime/audit.js";
+import type { AuditLog } from "../operator-state/audit.js";
 import type { AdminRequest } from "./router.js";
 
 /**

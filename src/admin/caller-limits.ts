@@ -12,14 +12,14 @@ import type { ClientConfig } from "../config/schema.js";
 import type { Caller } from "../identity/caller.js";
 import { callerIpKey, parseIp, unwrapMapped } from "../identity/ip.js";
 import { keyTail, readsRequest } from "../limits/key-by.js";
-import { binds, denialLogKey, limitKey, requestLimitKey } from "../limits/keys.js";
 import type { PlannedLimit } from "../limits/plan.js";
 import type { LimitCheck } from "../limits/spec.js";
-import { answerFor, yamlClient } from "../runtime/key-lookup.js";
-import { checkKeySpec } from "../runtime/key-spec.js";
-import type { StoredKey } from "../runtime/keys.js";
-import { type OverrideRecord, overrideContext } from "../runtime/override-rules.js";
-import type { OverrideTable } from "../runtime/override-table.js";
+import { binds, denialLogKey, limitKey, requestLimitKey } from "../limits/state-keys.js";
+import { answerFor, yamlClient } from "../operator-state/api-key-lookup.js";
+import { checkKeySpec } from "../operator-state/api-key-spec.js";
+import type { StoredKey } from "../operator-state/api-keys.js";
+import { type OverrideRecord, overrideContext } from "../operator-state/override-rules.js";
+import type { OverrideTable } from "../operator-state/override-table.js";
 import { applicableLimits } from "./runtime-limits.js";
 
 export type CallerRef = { kind: "client" | "tenant" | "ip"; id: string };
@@ -79,7 +79,7 @@ export function keyedPrefix(prefix: string, limit: PlannedLimit, caller: Caller)
   const key = requestLimitKey(prefix, by, limit.spec.name, caller, "", undefined);
   const tail = keyTail(by, by.tagPart, caller, "", undefined);
   if (by.tagPart === undefined || !key.endsWith(`:${tail}`))
-    throw new Error(`limits/keys.ts no longer writes ${limit.spec.name}'s values last`);
+    throw new Error(`limits/state-keys.ts no longer writes ${limit.spec.name}'s values last`);
   return key.slice(0, key.length - tail.length);
 }
 
@@ -314,7 +314,7 @@ export function callerLimits(
   }
   const ipKey = callerIpKey(unwrapMapped(bytes), rt.identity.ipv6Prefix);
   const anonymous: Caller = { kind: "anonymous", plan: rt.anonymousPlan, ipKey };
-  // An anonymous caller keys every caller, tenant and ip part by its address (keys.ts).
+  // An anonymous caller keys every caller, tenant and ip part by its address (limits/state-keys.ts).
   for (const [limit, routes] of applicableLimits(rt, rt.anonymousPlan)) {
     if (binds(limit, anonymous)) found.any(anonymous, limit, routes, false);
   }

@@ -1,6 +1,6 @@
 // The state key of one limit for the values an operator gives (`?key=acme`, `?key=client:bob&
 // key=gpt-4`): the values become the Caller and the KeyedRequest a request carrying them would
-// have, and the limiter's own requestLimitKey (limits/keys.ts) makes the key. So the admin API
+// have, and the limiter's own requestLimitKey (limits/state-keys.ts) makes the key. So the admin API
 // reads and resets the key such a request writes, and there is no second spelling of the layout.
 //
 // One `key` per part of the limit's `by`, in its order:
@@ -15,8 +15,8 @@ import type { CompiledClient, Runtime } from "../config/compile.js";
 import type { Caller } from "../identity/caller.js";
 import { callerIpKey, parseIp, unwrapMapped } from "../identity/ip.js";
 import { type KeyBy, type KeyedRequest, type KeyPart, partText } from "../limits/key-by.js";
-import { requestLimitKey } from "../limits/keys.js";
 import type { PlannedLimit } from "../limits/plan.js";
+import { requestLimitKey } from "../limits/state-keys.js";
 import { overriddenNames, parseCallerRef } from "./caller-limits.js";
 import type { FoundLimit } from "./runtime-limits.js";
 

@@ -1,27 +1,27 @@
 // The admin listener: liveness, readiness and metrics for anyone who can reach it, and the
 // operator API under /admin behind the admin tokens and their scopes (auth.ts), every write
-// audited (runtime/audit.ts). Each endpoint is a handler under endpoints/; the two route tables
+// audited (operator-state/audit.ts). Each endpoint is a handler under endpoints/; the two route tables
 // below say which method and path reach it (router.ts).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "pino";
 import type { Runtime } from "../config/compile.js";
-import type { ReloadResult } from "../gateway/reload-decision.js";
+import type { ReloadResult } from "../config/reload-result.js";
 import { answeredBeforeBody } from "../http/unread-body.js";
 import type { Limiter } from "../limits/limiter.js";
 import type { Store } from "../limits/stores/contract.js";
 import type { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
-import { type AuditLog, createAuditLog } from "../runtime/audit.js";
-import { MemoryChangeFeed } from "../runtime/changes.js";
-import { createKeyStore, type KeyStore } from "../runtime/keys.js";
-import { MemoryOverrideStore, Overrides } from "../runtime/overrides.js";
+import { createKeyStore, type KeyStore } from "../operator-state/api-keys.js";
+import { type AuditLog, createAuditLog } from "../operator-state/audit.js";
+import { MemoryChangeFeed } from "../operator-state/changes.js";
+import { MemoryOverrideStore, Overrides } from "../operator-state/overrides.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import { requireAdminToken } from "./auth.js";
+import { keyEndpoints } from "./endpoints/api-keys.js";
 import { listAudit } from "./endpoints/audit.js";
 import { callerEndpoints } from "./endpoints/callers.js";
 import { showConfig } from "./endpoints/config.js";
 import { topDenials } from "./endpoints/denials.js";
-import { keyEndpoints } from "./endpoints/keys.js";
 import { limitEndpoints } from "./endpoints/limits.js";
 import { metrics } from "./endpoints/metrics.js";
 import { overrideEndpoints } from "./endpoints/overrides.js";

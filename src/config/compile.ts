@@ -567,8 +567,8 @@ function overridden(plan: PlanConfig, limits: NonNullable<ClientConfig["limits"]
 
 /**
  * A plan with one client's `limits` in place, compiled against a running config: what the YAML's
- * clients get from compileRuntime, for a key issued at runtime (runtime/keys.ts). The caller has
- * checked the limits against this config (runtime/key-spec.ts), as checks.ts does for the YAML.
+ * clients get from compileRuntime, for a key issued at runtime (operator-state/api-keys.ts). The caller has
+ * checked the limits against this config (operator-state/api-key-spec.ts), as checks.ts does for the YAML.
  */
 export function compileClientPlan(
   rt: Runtime,

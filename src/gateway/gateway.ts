@@ -16,13 +16,13 @@ import { createLogger } from "../observability/log.js";
 import { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
 import { SustainedDenials } from "../observability/sustained.js";
+import type { KeyLookup } from "../operator-state/api-key-lookup.js";
+import type { KeyStore } from "../operator-state/api-keys.js";
+import type { AuditLog } from "../operator-state/audit.js";
+import type { MemoryChangeFeed, RedisChangeFeed } from "../operator-state/changes.js";
+import type { Overrides } from "../operator-state/overrides.js";
 import { createPipeline } from "../proxy/pipeline.js";
 import { UpstreamPools } from "../proxy/upstreams.js";
-import type { AuditLog } from "../runtime/audit.js";
-import type { MemoryChangeFeed, RedisChangeFeed } from "../runtime/changes.js";
-import type { KeyLookup } from "../runtime/key-lookup.js";
-import type { KeyStore } from "../runtime/keys.js";
-import type { Overrides } from "../runtime/overrides.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import { Generations } from "./generation.js";
 import {

@@ -13,10 +13,10 @@ import type { Limiter } from "../limits/limiter.js";
 import type { LocalDecider } from "../limits/local-fallback.js";
 import type { Store } from "../limits/stores/contract.js";
 import type { Metrics } from "../observability/metrics.js";
+import { overrideContext } from "../operator-state/override-rules.js";
+import type { OverrideTable } from "../operator-state/override-table.js";
 import type { Generation } from "../proxy/context.js";
 import type { UpstreamPools } from "../proxy/upstreams.js";
-import { overrideContext } from "../runtime/override-rules.js";
-import type { OverrideTable } from "../runtime/override-table.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import {
   decideReload,

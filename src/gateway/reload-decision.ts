@@ -4,14 +4,11 @@
 import { compileRuntime, type Runtime } from "../config/compile.js";
 import type { LoadResult } from "../config/load.js";
 import type { ConfigProblem } from "../config/problems.js";
+import type { ReloadResult } from "../config/reload-result.js";
 import { splitRestartOnly } from "../config/restart.js";
 import type { Config } from "../config/schema.js";
 
-export type ReloadTrigger = "watch" | "signal" | "admin";
-
-export type ReloadResult =
-  | { ok: true; version: string; changed: boolean; restartRequired: string[] }
-  | { ok: false; problems: ConfigProblem[] };
+export type { ReloadResult, ReloadTrigger } from "../config/reload-result.js";
 
 type Loaded = Extract<LoadResult, { ok: true }>;
 

@@ -14,11 +14,16 @@ import { MemoryStore } from "../limits/stores/memory.js";
 import { RedisStore } from "../limits/stores/redis/store.js";
 import type { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
-import { type AuditLog, type AuditSettings, type AuditStore, createAuditLog } from "../runtime/audit.js";
-import { MemoryChangeFeed, RedisChangeFeed } from "../runtime/changes.js";
-import { KeyLookup } from "../runtime/key-lookup.js";
-import { createKeyStore, type KeyStore } from "../runtime/keys.js";
-import { createOverrideStore, Overrides } from "../runtime/overrides.js";
+import { KeyLookup } from "../operator-state/api-key-lookup.js";
+import { createKeyStore, type KeyStore } from "../operator-state/api-keys.js";
+import {
+  type AuditLog,
+  type AuditSettings,
+  type AuditStore,
+  createAuditLog,
+} from "../operator-state/audit.js";
+import { MemoryChangeFeed, RedisChangeFeed } from "../operator-state/changes.js";
+import { createOverrideStore, Overrides } from "../operator-state/overrides.js";
 import { createUsageLedger, type LedgerStore } from "../usage/create-ledger.js";
 import type { LedgerSettings, UsageLedger } from "../usage/ledger.js";
 

@@ -37,7 +37,7 @@ export interface IdentitySource {
 }
 
 /**
- * Keys issued at runtime (runtime/key-lookup.ts): asked with the key's sha256 once it is none of
+ * Keys issued at runtime (operator-state/api-key-lookup.ts): asked with the key's sha256 once it is none of
  * the YAML's. Synchronous when the answer is cached (or the address's lookups are used up).
  */
 export interface StoredKeyLookup<R extends IdentityView = IdentityView> {

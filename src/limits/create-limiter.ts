@@ -15,9 +15,9 @@ import {
 } from "../errors.js";
 import type { DurationString, LimitCommon } from "./algorithms/algorithm.js";
 import { type AlgorithmLimitDefinition, isRateLimit } from "./algorithms/index.js";
-import { libraryLimitKey } from "./keys.js";
 import { holdLeases, leaseOf, nextLeaseId } from "./leases.js";
 import { type LimitCheck, type LimitSpec, quota, type StoreDecision } from "./spec.js";
+import { libraryLimitKey } from "./state-keys.js";
 import type { LimitStore } from "./stores/contract.js";
 
 // Each algorithm's definition shapes are its own (algorithms/); the library names them here.

@@ -1,8 +1,8 @@
 // Denial records: where a request's denial is written (the caller's log, the top-list bucket).
 // The queue that writes them after the fact is the stores' (stores/denial-queue.ts).
 import type { Caller } from "../identity/caller.js";
-import { callerLabel, denialLogKey, topDenialsKey } from "./keys.js";
 import type { LimitedRoute } from "./plan.js";
+import { callerLabel, denialLogKey, topDenialsKey } from "./state-keys.js";
 import { type DenialRecord, TOP_BUCKET_MS } from "./stores/contract.js";
 
 /** Builds the record every checked request carries; the top-list key changes once per bucket. */

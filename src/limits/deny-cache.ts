@@ -15,7 +15,7 @@
 //  - Concurrency limits are never cached: a release can free a slot at any moment. Shadow limits
 //    never deny, so they are never cached either.
 //  - A reload builds a new limiter and so a new, empty cache (limits may have changed).
-//  - An operator's runtime override (runtime/override-table.ts) gives the caller's limit a new
+//  - An operator's runtime override (operator-state/override-table.ts) gives the caller's limit a new
 //    spec object, of another size: an entry answers only for the spec it was learnt under, so a
 //    raise is seen at the caller's next request, here as on every instance.
 //  - Budgets (unit: tokens or usd) are the one kind of rate limit that loosens by itself: an AI

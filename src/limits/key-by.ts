@@ -37,7 +37,7 @@ export interface KeyBy {
    */
   readonly scope: LimitScope | undefined;
   /**
-   * The first caller, tenant or ip part: the key's hash tag is that scope's (keys.ts), so the
+   * The first caller, tenant or ip part: the key's hash tag is that scope's (state-keys.ts), so the
    * limit lives in the caller's Redis Cluster slot beside its other limits. Without one the
    * hash tag is the limit's name and values: each value its own slot, a route budget one key.
    */

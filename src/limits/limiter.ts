@@ -14,11 +14,11 @@ import type {
 } from "./decision.js";
 import { DenialRecords } from "./denials.js";
 import { type KeyedRequest, readsBody } from "./key-by.js";
-import { binds, requestLimitKey } from "./keys.js";
 import { type LeaseHolder, leaseOf, nextLeaseId, releaseOnce } from "./leases.js";
 import { type LocalDecider, localChecks } from "./local-fallback.js";
 import type { LimitedRoute, PlannedLimit } from "./plan.js";
 import { type BudgetUnit, decidedAtOf, isBudget, type LimitCheck, type StoreDecision } from "./spec.js";
+import { binds, requestLimitKey } from "./state-keys.js";
 import type {
   ChargedLimit,
   CheckOptions,
@@ -48,7 +48,7 @@ export interface LimiterOptions {
   denyCache?: LocalDenials;
   /** This instance's clock (the top-list bucket of a denial record). */
   now?: () => number;
-  /** Operators' runtime overrides of callers' limits (runtime/override-table.ts), if any. */
+  /** Operators' runtime overrides of callers' limits (operator-state/override-table.ts), if any. */
   overrides?: CallerOverrides;
   /**
    * Where a denial the store was not asked to record is written: a clamped request's first

@@ -3,10 +3,10 @@
 // in-process store the gateway injects and keeps across reloads, so an outage does not restart
 // its counting; it is synchronous, so a fallback decision costs no extra turn of the event loop.
 import type { Caller } from "../identity/caller.js";
-import { binds } from "./keys.js";
 import type { LeaseHolder } from "./leases.js";
 import type { PlannedLimit } from "./plan.js";
 import type { LimitCheck, StoreDecision } from "./spec.js";
+import { binds } from "./state-keys.js";
 
 /** Decides in this process, by its own clock; holds the leases it grants (the memory store). */
 export interface LocalDecider extends LeaseHolder {

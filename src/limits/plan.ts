@@ -35,7 +35,7 @@ export interface PlannedLimit extends CompiledLimit {
   readonly tenantOnly: boolean;
   /**
    * The limit as the config wrote it (parsed): what an override that gives only some keys takes
-   * the rest from (runtime/override-rules.ts). Plain data; absent for limits made in tests.
+   * the rest from (operator-state/override-rules.ts). Plain data; absent for limits made in tests.
    */
   readonly written?: Readonly<Record<string, unknown>>;
 }

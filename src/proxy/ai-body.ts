@@ -15,7 +15,7 @@ import type { ModelPrice } from "../ai/prices.js";
 import { type JsonShape, jsonShape, parseAiRequest } from "../ai/request.js";
 import { reservationOf } from "../ai/reserve.js";
 import type { AiSettings } from "../ai/settings.js";
-import { callerLabel } from "../limits/keys.js";
+import { callerLabel } from "../limits/state-keys.js";
 import {
   BODY_MEMORY_PER_VALUE,
   BODY_MEMORY_WEIGHT,

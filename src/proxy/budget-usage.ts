@@ -7,7 +7,7 @@ import type { BudgetCrossing } from "../alerts/alerts.js";
 import { type Crossing, crossings } from "../alerts/events.js";
 import { type CalendarUnit, periodAt, periodId } from "../limits/calendar.js";
 import type { AllowedDecision, AppliedLimit, DeniedDecision } from "../limits/decision.js";
-import { callerLabel } from "../limits/keys.js";
+import { callerLabel } from "../limits/state-keys.js";
 import { usdOf } from "../limits/units.js";
 import type { ChargeResult } from "./charge.js";
 import type { Admitted, ProxyEnv } from "./context.js";

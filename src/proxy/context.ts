@@ -70,7 +70,7 @@ export interface ProxyEnv {
   bodyMemory: BodyMemory;
   /** What each caller holds of each upstream's connections (caller-share.ts); outlives reloads. */
   callerShares: CallerShares;
-  /** Keys issued at runtime (runtime/key-lookup.ts); undefined: the YAML's keys only. */
+  /** Keys issued at runtime (operator-state/api-key-lookup.ts); undefined: the YAML's keys only. */
   storedKeys?: StoredKeyLookup<Runtime> | undefined;
 }
 

@@ -3,7 +3,7 @@
 // only asks it and records the answer. Where the request goes next is the pipeline's switch.
 import { rateLimitHeaders } from "../http/ratelimit-headers.js";
 import type { AppliedLimit, DegradedReason, LimitDecision } from "../limits/decision.js";
-import { callerLabel } from "../limits/keys.js";
+import { callerLabel } from "../limits/state-keys.js";
 import type { Admitted, ProxyEnv } from "./context.js";
 import { roundMs } from "./respond.js";
 

@@ -7,7 +7,7 @@ import type { Socket } from "node:net";
 import { requestIdOf } from "../http/request-id.js";
 import { closeAfterAnswer } from "../http/unread-body.js";
 import type { AllowedDecision, LimitDecision } from "../limits/decision.js";
-import { callerLabel } from "../limits/keys.js";
+import { callerLabel } from "../limits/state-keys.js";
 import { type Admission, admit } from "./admit.js";
 import { type AiBodyResult, readAiBody } from "./ai-body.js";
 import { BodyMemory } from "./body-memory.js";

@@ -13,7 +13,7 @@
 //   hash tag is the month, so the index writes of one record go to one slot.
 
 import { type CalendarUnit, periodAt, periodId } from "../limits/calendar.js";
-import { idPart } from "../limits/keys.js";
+import { idPart } from "../limits/state-keys.js";
 import { usdOf } from "../limits/units.js";
 import type { UsageBy, UsageEntry, UsagePage, UsageReport, UsageTotals } from "./ledger.js";
 

@@ -11,8 +11,8 @@ import { loadConfigText } from "../../src/config/load.js";
 import type { Caller } from "../../src/identity/caller.js";
 import type { LimitDecision } from "../../src/limits/decision.js";
 import type { KeyedRequest } from "../../src/limits/key-by.js";
-import { denialLogKey } from "../../src/limits/keys.js";
 import { Limiter, limitChecks } from "../../src/limits/limiter.js";
+import { denialLogKey } from "../../src/limits/state-keys.js";
 import type { Store } from "../../src/limits/stores/contract.js";
 
 export interface KeyedHarness {

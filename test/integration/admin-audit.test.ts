@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AdminDeps, operatorRoutes } from "../../src/admin/server.js";
 import type { Store } from "../../src/limits/stores/contract.js";
 import { Metrics } from "../../src/observability/metrics.js";
-import { auditKey, RedisAuditLog } from "../../src/runtime/audit.js";
+import { auditKey, RedisAuditLog } from "../../src/operator-state/audit.js";
 import { type InProcessGateway, metricValue, startGateway } from "../support/gateway.js";
 import { type Reply, send } from "../support/http.js";
 import { type RedisProcess, startRedis } from "../support/redis.js";

@@ -74,7 +74,7 @@ describe("routes by host", () => {
       ...Array(3).fill("/eu/v1/search"),
       ...Array(3).fill("/any/v1/search"),
     ]);
-    // One limit state per route: the caller's key ends in the limit's name (limits/keys.ts).
+    // One limit state per route: the caller's key ends in the limit's name (limits/state-keys.ts).
     const limitKeys = (await redis.client.keys("hosts:*"))
       .map((k) => k.replace(/^.*:/, ""))
       .filter((name) => name.startsWith("anonymous."))

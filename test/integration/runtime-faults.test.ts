@@ -6,8 +6,8 @@
 import type { Cluster, Redis } from "ioredis";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { connect, waitUntilReady } from "../../src/limits/stores/redis/connection.js";
-import { RedisChangeFeed } from "../../src/runtime/changes.js";
-import { RedisKeyStore } from "../../src/runtime/keys.js";
+import { RedisKeyStore } from "../../src/operator-state/api-keys.js";
+import { RedisChangeFeed } from "../../src/operator-state/changes.js";
 import { freePort } from "../support/ports.js";
 import { type RedisProcess, startRedis } from "../support/redis.js";
 

@@ -9,10 +9,10 @@ import { ProblemError } from "../../src/admin/reply.js";
 import type { AdminHandler } from "../../src/admin/router.js";
 import { fromStoreDescribedBy } from "../../src/admin/store-failure.js";
 import { PROBLEMS } from "../../src/http/problem.js";
-import { lastHourTopKeys } from "../../src/limits/keys.js";
 import type { LimitCheck } from "../../src/limits/spec.js";
-import type { AuditWrite } from "../../src/runtime/audit.js";
-import type { StoredKey } from "../../src/runtime/keys.js";
+import { lastHourTopKeys } from "../../src/limits/state-keys.js";
+import type { StoredKey } from "../../src/operator-state/api-keys.js";
+import type { AuditWrite } from "../../src/operator-state/audit.js";
 import { fakeRequest, fakeResponse, NOW, runtimeOf } from "./support/proxy-fakes.js";
 
 const rt = runtimeOf(`
@@ -124,7 +124,7 @@ describe("GET /admin/callers/{caller...}", () => {
     expect(res.statusCode).toBe(200);
     expect(res.headers["cache-control"]).toBe("no-store");
     expect(asked[0]).toBe("flush");
-    // All of one caller's keys under its tenant's hash tag (limits/keys.ts).
+    // All of one caller's keys under its tenant's hash tag (limits/state-keys.ts).
     expect(asked.slice(1).sort()).toEqual([
       "denials tg:{t:t1}:c:acme:denials",
       "peek tg:{t:t1}:c:acme:team.global tg:{t:t1}:team.tenant",

@@ -19,7 +19,7 @@ import { Limiter, limitChecks } from "../../src/limits/limiter.js";
 import type { Inspector, Store } from "../../src/limits/stores/contract.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
 import { Metrics } from "../../src/observability/metrics.js";
-import type { AuditWrite } from "../../src/runtime/audit.js";
+import type { AuditWrite } from "../../src/operator-state/audit.js";
 import { expectProblem } from "./support/problems.js";
 import { fakeRequest, fakeResponse, NOW, runtimeOf } from "./support/proxy-fakes.js";
 

@@ -6,16 +6,16 @@
 import type { IncomingMessage } from "node:http";
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { keyEndpoints } from "../../src/admin/endpoints/keys.js";
+import { keyEndpoints } from "../../src/admin/endpoints/api-keys.js";
 import { overrideEndpoints } from "../../src/admin/endpoints/overrides.js";
 import { duplicateMember } from "../../src/admin/json-body.js";
 import { ProblemError, replyProblem } from "../../src/admin/reply.js";
 import type { AdminHandler } from "../../src/admin/router.js";
 import { fromStoreDescribedBy } from "../../src/admin/store-failure.js";
-import { AUDIT_FIELD_MAX, type AuditWrite, auditField } from "../../src/runtime/audit.js";
-import { MemoryChangeFeed } from "../../src/runtime/changes.js";
-import { KeyBeingReplacedError, MemoryKeyStore } from "../../src/runtime/keys.js";
-import type { OverrideRecord } from "../../src/runtime/override-rules.js";
+import { KeyBeingReplacedError, MemoryKeyStore } from "../../src/operator-state/api-keys.js";
+import { AUDIT_FIELD_MAX, type AuditWrite, auditField } from "../../src/operator-state/audit.js";
+import { MemoryChangeFeed } from "../../src/operator-state/changes.js";
+import type { OverrideRecord } from "../../src/operator-state/override-rules.js";
 import { fakeResponse, NOW, runtimeOf } from "./support/proxy-fakes.js";
 
 const rt = runtimeOf(`

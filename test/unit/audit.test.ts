@@ -16,7 +16,7 @@ import {
   parseEntries,
   RedisAuditLog,
   RingAuditLog,
-} from "../../src/runtime/audit.js";
+} from "../../src/operator-state/audit.js";
 import { fakeRequest, fakeResponse, NOW, runtimeOf } from "./support/proxy-fakes.js";
 
 const DAY = 86_400_000;

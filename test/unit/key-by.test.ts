@@ -12,7 +12,7 @@ import {
   queryValue,
   valueText,
 } from "../../src/limits/key-by.js";
-import { requestLimitKey } from "../../src/limits/keys.js";
+import { requestLimitKey } from "../../src/limits/state-keys.js";
 
 const plan = { name: "free", limitsByRoute: new Map(), limits: [] } as unknown as CompiledPlan;
 const bob: Caller = { kind: "client", id: "bob", plan, tenant: undefined, ipKey: "192.0.2.1" };

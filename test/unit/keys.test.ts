@@ -3,6 +3,8 @@ import type { CompiledPlan } from "../../src/config/compile.js";
 import type { Caller } from "../../src/identity/caller.js";
 import { compiledLimit } from "../../src/limits/compiled.js";
 import { scopeBy } from "../../src/limits/key-by.js";
+import { limitChecks } from "../../src/limits/limiter.js";
+import type { LimitSpec } from "../../src/limits/spec.js";
 import {
   binds,
   callerLabel,
@@ -13,9 +15,7 @@ import {
   limitKey,
   scopeKey,
   topDenialsKey,
-} from "../../src/limits/keys.js";
-import { limitChecks } from "../../src/limits/limiter.js";
-import type { LimitSpec } from "../../src/limits/spec.js";
+} from "../../src/limits/state-keys.js";
 
 const plan = { name: "free", limitsByRoute: new Map(), limits: [] } as CompiledPlan;
 const tenantClient: Caller = { kind: "client", id: "acme-prod", plan, tenant: "acme", ipKey: "192.0.2.1" };

@@ -10,16 +10,21 @@ import type { Caller } from "../../src/identity/caller.js";
 import { Limiter, limitChecks } from "../../src/limits/limiter.js";
 import type { PlannedLimit } from "../../src/limits/plan.js";
 import { MemoryStore } from "../../src/limits/stores/memory.js";
-import { MemoryChangeFeed } from "../../src/runtime/changes.js";
+import { MemoryChangeFeed } from "../../src/operator-state/changes.js";
 import {
   type OverrideRecord,
   overridable,
   overriddenLimit,
   overrideContext,
   readOverrideBody,
-} from "../../src/runtime/override-rules.js";
-import { OverrideTable } from "../../src/runtime/override-table.js";
-import { decodeRecord, encodeRecord, MemoryOverrideStore, Overrides } from "../../src/runtime/overrides.js";
+} from "../../src/operator-state/override-rules.js";
+import { OverrideTable } from "../../src/operator-state/override-table.js";
+import {
+  decodeRecord,
+  encodeRecord,
+  MemoryOverrideStore,
+  Overrides,
+} from "../../src/operator-state/overrides.js";
 
 const YAML = `store: { url: memory:// }
 upstreams: { api: http://127.0.0.1:3000 }

@@ -10,6 +10,22 @@ import { describe, expect, it } from "vitest";
 import { compileRuntime, type Runtime } from "../../src/config/compile.js";
 import { loadConfigText } from "../../src/config/load.js";
 import {
+  KeyCache,
+  LOOKUP_BURST,
+  LOOKUP_RATE_PER_S,
+  LookupThrottle,
+  lookupBound,
+  NEGATIVE_TTL_MS,
+} from "../../src/operator-state/api-key-cache.js";
+import { KeyLookup } from "../../src/operator-state/api-key-lookup.js";
+import { checkKeySpec } from "../../src/operator-state/api-key-spec.js";
+import {
+  fingerprintOf,
+  MemoryKeyStore,
+  type StoredKey,
+  sha256Hex,
+} from "../../src/operator-state/api-keys.js";
+import {
   CHANGE_STREAM_MAX,
   type Change,
   compareStreamIds,
@@ -17,18 +33,7 @@ import {
   encodeChange,
   MemoryChangeFeed,
   RedisChangeFeed,
-} from "../../src/runtime/changes.js";
-import {
-  KeyCache,
-  LOOKUP_BURST,
-  LOOKUP_RATE_PER_S,
-  LookupThrottle,
-  lookupBound,
-  NEGATIVE_TTL_MS,
-} from "../../src/runtime/key-cache.js";
-import { KeyLookup } from "../../src/runtime/key-lookup.js";
-import { checkKeySpec } from "../../src/runtime/key-spec.js";
-import { fingerprintOf, MemoryKeyStore, type StoredKey, sha256Hex } from "../../src/runtime/keys.js";
+} from "../../src/operator-state/changes.js";
 
 function clock(start = 1_000_000) {
   const c = { t: start, now: () => c.t };

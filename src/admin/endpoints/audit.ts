@@ -1,7 +1,7 @@
-// GET /admin/audit?limit=100: the audit log (runtime/audit.ts), newest first: every write made
+// GET /admin/audit?limit=100: the audit log (operator-state/audit.ts), newest first: every write made
 // through the admin API within the retention, by token name, action and target. A read like any
 // other: a read token may see it.
-import type { AuditLog } from "../../runtime/audit.js";
+import type { AuditLog } from "../../operator-state/audit.js";
 import { replyProblem, sendJson } from "../reply.js";
 import type { AdminHandler } from "../router.js";
 import type { FromStore } from "../store-failure.js";

@@ -9,10 +9,10 @@ import type { Limiter } from "../../limits/limiter.js";
 import type { PlannedLimit } from "../../limits/plan.js";
 import type { LimitCheck } from "../../limits/spec.js";
 import type { DenialLog, Inspector, ListKeysBounds } from "../../limits/stores/contract.js";
-import type { AuditLog } from "../../runtime/audit.js";
-import { yamlClient } from "../../runtime/key-lookup.js";
-import type { KeyStore } from "../../runtime/keys.js";
-import type { OverrideTable } from "../../runtime/override-table.js";
+import { yamlClient } from "../../operator-state/api-key-lookup.js";
+import type { KeyStore } from "../../operator-state/api-keys.js";
+import type { AuditLog } from "../../operator-state/audit.js";
+import type { OverrideTable } from "../../operator-state/override-table.js";
 import { audited } from "../audited.js";
 import {
   type CallerLimits,

@@ -1,8 +1,8 @@
 // GET /admin/denials/top?n=10: the callers denied most over the last hour, from the store's
 // five-minute buckets (every instance's denials, this one's pending ones flushed first).
 import type { Runtime } from "../../config/compile.js";
-import { lastHourTopKeys } from "../../limits/keys.js";
 import type { Limiter } from "../../limits/limiter.js";
+import { lastHourTopKeys } from "../../limits/state-keys.js";
 import type { DenialLog } from "../../limits/stores/contract.js";
 import { sendJson } from "../reply.js";
 import type { AdminHandler } from "../router.js";

@@ -6,7 +6,7 @@
 import type { Runtime } from "../../config/compile.js";
 import type { LimitCheck } from "../../limits/spec.js";
 import type { Inspector } from "../../limits/stores/contract.js";
-import type { AuditLog } from "../../runtime/audit.js";
+import type { AuditLog } from "../../operator-state/audit.js";
 import { audited } from "../audited.js";
 import { type LimitKeyLookup, limitKeyOf } from "../limit-key.js";
 import { limitState } from "../limit-view.js";

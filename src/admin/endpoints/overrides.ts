@@ -1,4 +1,4 @@
-// Runtime overrides (runtime/overrides.ts): PUT /admin/overrides/{caller}/{name} sizes one limit
+// Runtime overrides (operator-state/overrides.ts): PUT /admin/overrides/{caller}/{name} sizes one limit
 // for one caller until it expires, GET shows it, GET /admin/overrides/{caller} lists the caller's,
 // DELETE ends it. A caller is `client:<id>` (limits keyed by the caller) or `tenant:<id>` (limits
 // keyed by the tenant and not the caller); an override keeps the limit's name, algorithm, `by`
@@ -9,7 +9,7 @@ import type { Runtime } from "../../config/compile.js";
 import { suggest } from "../../config/problems.js";
 import { headerSafeName } from "../../config/schema.js";
 import { formatDuration } from "../../config/units.js";
-import type { AuditLog } from "../../runtime/audit.js";
+import type { AuditLog } from "../../operator-state/audit.js";
 import {
   configuredPlan,
   mergedSizes,
@@ -19,9 +19,9 @@ import {
   overriddenLimit,
   overrideContext,
   readOverrideBody,
-} from "../../runtime/override-rules.js";
-import type { OverrideTable } from "../../runtime/override-table.js";
-import type { Overrides } from "../../runtime/overrides.js";
+} from "../../operator-state/override-rules.js";
+import type { OverrideTable } from "../../operator-state/override-table.js";
+import type { Overrides } from "../../operator-state/overrides.js";
 import { audited, overrideTarget } from "../audited.js";
 import { parseCallerRef } from "../caller-limits.js";
 import { readJsonObject } from "../json-body.js";

@@ -2,8 +2,8 @@
 // with errors is refused with all of them, and the previous config keeps serving. Either way the
 // attempt is audited, its target the config file.
 import { formatProblem } from "../../config/problems.js";
-import type { ReloadResult } from "../../gateway/reload-decision.js";
-import type { AuditLog } from "../../runtime/audit.js";
+import type { ReloadResult } from "../../config/reload-result.js";
+import type { AuditLog } from "../../operator-state/audit.js";
 import { audited } from "../audited.js";
 import { replyProblem, sendJson } from "../reply.js";
 import type { AdminHandler } from "../router.js";

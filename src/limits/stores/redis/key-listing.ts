@@ -5,7 +5,7 @@
 // SCAN_COUNT. MATCH filters after the keys are read, so a walk costs the size of the whole
 // keyspace: it stops after `maxScanned` keys examined and says it is incomplete rather than walk
 // a large Redis for seconds. In a Redis Cluster a prefix that holds a whole hash tag lies in one
-// slot (every limit key of a caller does: limits/keys.ts), and CLUSTER GETKEYSINSLOT on that
+// slot (every limit key of a caller does: limits/state-keys.ts), and CLUSTER GETKEYSINSLOT on that
 // slot's master reads that slot alone, up to `maxScanned` keys; a prefix without a hash tag is
 // scanned on every master. While a slot migrates, keys already moved are missed until ioredis
 // refreshes its slot map: a listing is a look, not a guarantee.

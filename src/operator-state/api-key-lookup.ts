@@ -15,10 +15,10 @@
 import type { CompiledClient, CompiledPlan, Runtime } from "../config/compile.js";
 import { compileClientPlan } from "../config/compile.js";
 import type { StoredKeyAnswer, StoredKeyLookup } from "../identity/api-key.js";
+import { DEFAULT_KEY_CACHE_MAX, KeyCache, LookupThrottle } from "./api-key-cache.js";
+import { checkKeySpec } from "./api-key-spec.js";
+import type { KeyStore, StoredKey } from "./api-keys.js";
 import type { ChangeFeed } from "./changes.js";
-import { DEFAULT_KEY_CACHE_MAX, KeyCache, LookupThrottle } from "./key-cache.js";
-import { checkKeySpec } from "./key-spec.js";
-import type { KeyStore, StoredKey } from "./keys.js";
 
 /** A cached key, and what it was last made into (for the runtime it was made for). */
 interface CachedKey {

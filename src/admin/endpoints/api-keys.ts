@@ -1,4 +1,4 @@
-// The keys issued at runtime (runtime/keys.ts): POST /admin/keys issues one and shows it once,
+// The keys issued at runtime (operator-state/api-keys.ts): POST /admin/keys issues one and shows it once,
 // GET /admin/keys?client= lists a client's keys by fingerprint, DELETE /admin/keys/{id} revokes,
 // POST /admin/keys/{id}/rotate issues a successor and lets the old key live `grace` longer. Every
 // write is audited by the token's name, with the key's id (never the key). A body the API cannot
@@ -6,8 +6,7 @@
 // clients[] could not have is refused with --check's own message.
 import type { CompiledClient, Runtime } from "../../config/compile.js";
 import { formatDuration, parseDuration } from "../../config/units.js";
-import type { AuditLog } from "../../runtime/audit.js";
-import { checkKeySpec } from "../../runtime/key-spec.js";
+import { checkKeySpec } from "../../operator-state/api-key-spec.js";
 import {
   fingerprintOf,
   type IssuedKey,
@@ -16,7 +15,8 @@ import {
   type KeyStore,
   KeyStoreLimitError,
   type StoredKey,
-} from "../../runtime/keys.js";
+} from "../../operator-state/api-keys.js";
+import type { AuditLog } from "../../operator-state/audit.js";
 import { audited, keyTarget } from "../audited.js";
 import { readJsonObject } from "../json-body.js";
 import { ProblemError, replyProblem, sendJson } from "../reply.js";
