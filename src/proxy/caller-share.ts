@@ -10,14 +10,24 @@
 // pool would stay free for the rest, so a lone caller is refused nothing a pool nobody else wants
 // can give, and a caller holding most of it cannot take the last share from others.
 //
-// Counted from when the request is forwarded (proxy/pipeline.ts) to the response's 'close', which
-// Node raises once for every response however it ends: a request waiting on the limit store holds
-// no connection, and a burst is counted one request at a time.
+// Counted from when the request is forwarded (proxy/pipeline.ts) to the end of its exchange
+// (respond.ts's complete, which every request reaches once however it ends): a request waiting
+// on the limit store holds no connection, and a burst is counted one request at a time.
+
+/** Who holds a share: a client by its id, an anonymous caller by its address (apart: an id may look like one). */
+export type ShareHolder = { kind: "client"; id: string } | { kind: "anonymous"; ipKey: string };
+
+interface UpstreamShares {
+  /** Everything in flight to the upstream, every caller's. */
+  total: number;
+  clients: Map<string, number>;
+  addresses: Map<string, number>;
+}
 
 export class CallerShares {
-  private readonly held = new Map<string, number>();
-  /** Everything in flight per upstream, every caller's. */
-  private readonly total = new Map<string, number>();
+  // By upstream, then by the caller's own string (an id or an address, which the request already
+  // holds): no key is built per request, the hot path's only cost is a few map operations.
+  private readonly upstreams = new Map<string, UpstreamShares>();
 
   /**
    * Takes a slot on `upstream` (of `capacity` connections) for `caller`: always while it holds
@@ -25,36 +35,48 @@ export class CallerShares {
    * for the other callers, so a lone caller is not refused a pool nobody else wants. False: the
    * request is refused. A true answer is matched by one release().
    */
-  acquire(upstream: string, caller: string, share: number, capacity: number): boolean {
-    const key = `${upstream}\0${caller}`;
-    const count = this.held.get(key) ?? 0;
-    const all = this.total.get(upstream) ?? 0;
+  acquire(upstream: string, caller: ShareHolder, share: number, capacity: number): boolean {
+    let shares = this.upstreams.get(upstream);
+    if (!shares) {
+      shares = { total: 0, clients: new Map(), addresses: new Map() };
+      this.upstreams.set(upstream, shares);
+    }
+    const map = caller.kind === "client" ? shares.clients : shares.addresses;
+    const key = caller.kind === "client" ? caller.id : caller.ipKey;
+    const count = map.get(key) ?? 0;
     // A share of the whole pool keeps nothing back: every request may queue for a connection.
-    if (share < capacity && count >= share && all >= capacity - share) return false;
-    this.held.set(key, count + 1);
-    this.total.set(upstream, all + 1);
+    if (share < capacity && count >= share && shares.total >= capacity - share) return false;
+    map.set(key, count + 1);
+    shares.total++;
     return true;
   }
 
-  release(upstream: string, caller: string): void {
-    const key = `${upstream}\0${caller}`;
-    const count = this.held.get(key);
+  release(upstream: string, caller: ShareHolder): void {
+    const shares = this.upstreams.get(upstream);
+    if (!shares) return;
+    const map = caller.kind === "client" ? shares.clients : shares.addresses;
+    const key = caller.kind === "client" ? caller.id : caller.ipKey;
+    const count = map.get(key);
     if (count === undefined) return;
     // An entry per caller with something in flight, never one per caller ever seen.
-    if (count <= 1) this.held.delete(key);
-    else this.held.set(key, count - 1);
-    const all = this.total.get(upstream) ?? 1;
-    if (all <= 1) this.total.delete(upstream);
-    else this.total.set(upstream, all - 1);
+    if (count <= 1) map.delete(key);
+    else map.set(key, count - 1);
+    shares.total--;
+    if (shares.total === 0) this.upstreams.delete(upstream);
   }
 
   /** What `caller` holds on `upstream` now. */
-  holding(upstream: string, caller: string): number {
-    return this.held.get(`${upstream}\0${caller}`) ?? 0;
+  holding(upstream: string, caller: ShareHolder): number {
+    const shares = this.upstreams.get(upstream);
+    if (!shares) return 0;
+    const map = caller.kind === "client" ? shares.clients : shares.addresses;
+    return map.get(caller.kind === "client" ? caller.id : caller.ipKey) ?? 0;
   }
 
-  /** Callers with anything in flight (the table's size). */
+  /** Callers with anything in flight, on every upstream (the table's size). */
   get size(): number {
-    return this.held.size;
+    let n = 0;
+    for (const shares of this.upstreams.values()) n += shares.clients.size + shares.addresses.size;
+    return n;
   }
 }

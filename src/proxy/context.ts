@@ -173,6 +173,8 @@ export class RequestContext {
    * called once the request is forwarded or answered.
    */
   releaseBody: (() => void) | undefined = undefined;
+  /** The upstream whose caller_share slot this request holds (pipeline.ts), given back by complete(). */
+  shareHeld: string | undefined = undefined;
 
   /** The request's headers: with `path` and `query`, what keyed limits read (limits/key-by.ts). */
   get headers(): IncomingMessage["headers"] {

@@ -16,7 +16,7 @@ import { streamUpstream } from "./stream.js";
 import { tunnel } from "./tunnel.js";
 import type { UpstreamPools } from "./upstreams.js";
 
-type ForwardEnv = Pick<ProxyEnv, "metrics" | "logger" | "inFlight" | "clock"> & {
+type ForwardEnv = Pick<ProxyEnv, "metrics" | "logger" | "inFlight" | "clock" | "callerShares"> & {
   pools: UpstreamPools;
   /** Open WebSocket tunnels (client sockets), closed by a shutdown after its grace. */
   tunnels: Set<Socket>;

@@ -7,7 +7,6 @@ import type { Socket } from "node:net";
 import { requestIdOf } from "../http/request-id.js";
 import { closeAfterAnswer } from "../http/unread-body.js";
 import type { AllowedDecision, LimitDecision } from "../limits/decision.js";
-import { callerLabel } from "../limits/state-keys.js";
 import { type Admission, admit } from "./admit.js";
 import { type AiBodyResult, readAiBody } from "./ai-body.js";
 import { BodyMemory } from "./body-memory.js";
@@ -205,7 +204,7 @@ export function createPipeline(deps: PipelineDeps) {
 
   /**
    * Forwards the request holding one of its caller's `caller_share` slots on the upstream until
-   * the response closes (caller-share.ts). Taken here, as the request is sent on, so a burst is
+   * its exchange ends (caller-share.ts; complete() gives it back). Taken here, as the request is sent on, so a burst is
    * counted one by one and a request waiting on the store holds nothing. Refused: a 429, its
    * concurrency leases and AI reservation given back (its rate limits were charged: only a
    * caller holding more than its share of a short pool pays that). Exempt callers and
@@ -217,7 +216,7 @@ export function createPipeline(deps: PipelineDeps) {
       return;
     }
     const upstream = ctx.route.upstream;
-    const caller = callerLabel(ctx.caller);
+    const caller = ctx.caller;
     if (!env.callerShares.acquire(upstream.name, caller, upstream.callerShare, upstream.capacity)) {
       env.metrics.callerShareRefusals.labels(upstream.name).inc();
       if (decision?.release) releaseLeases(env, ctx, decision.release);
@@ -235,9 +234,8 @@ export function createPipeline(deps: PipelineDeps) {
       );
       return;
     }
-    // A client gone already had its 'close': nothing will be sent on, so nothing is held.
-    if (ctx.res.destroyed) env.callerShares.release(upstream.name, caller);
-    else ctx.res.once("close", () => env.callerShares.release(upstream.name, caller));
+    // Given back by complete() (respond.ts), which every request reaches once.
+    ctx.shareHeld = upstream.name;
     forward(env, ctx, decision);
   }
 

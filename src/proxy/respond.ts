@@ -11,7 +11,7 @@ import { quantity } from "../limits/units.js";
 import type { RequestDecision } from "../observability/metrics.js";
 import type { ProxyEnv, Refusal, RequestContext } from "./context.js";
 
-type RespondEnv = Pick<ProxyEnv, "metrics" | "logger" | "inFlight" | "clock">;
+type RespondEnv = Pick<ProxyEnv, "metrics" | "logger" | "inFlight" | "clock" | "callerShares">;
 
 const DEGRADED_WHY: Record<DegradedReason, string> = {
   timeout: "the limit store did not answer in time",
@@ -155,6 +155,7 @@ export function complete(env: RespondEnv, ctx: RequestContext): void {
   if (ctx.done) return;
   ctx.done = true;
   env.inFlight.count--;
+  if (ctx.shareHeld !== undefined) env.callerShares.release(ctx.shareHeld, ctx.caller!);
   ctx.releaseBody?.();
   env.metrics.countRequest(ctx.routeName, ctx.decision);
   if (!ctx.gen.runtime.config.log.requests) return;

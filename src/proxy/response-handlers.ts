@@ -11,7 +11,7 @@ import { complete, roundMs } from "./respond.js";
 import { SettleReservation } from "./settle.js";
 import type { ForwardHandler, ForwardResult } from "./stream.js";
 
-type HandlerEnv = Pick<ProxyEnv, "metrics" | "logger" | "inFlight" | "clock">;
+type HandlerEnv = Pick<ProxyEnv, "metrics" | "logger" | "inFlight" | "clock" | "callerShares">;
 
 /** Ends the request once its upstream exchange is over: upstream metrics, status, the log line. */
 export class EndRequest implements ForwardHandler {

@@ -97,7 +97,19 @@ describe("caller_share", () => {
 
   it("gives the share back when the held requests end, however they end", async () => {
     // The client hung up on every held request above: its share is free again.
-    await new Promise((r) => setTimeout(r, 100));
+    // The hang-ups reach the gateway as their sockets close: wait until a request goes through.
+    const deadline = performance.now() + 2000;
+    for (;;) {
+      const probe = await fetch(`${gw.url}/upload`, {
+        method: "POST",
+        headers: { "x-api-key": "key-holder" },
+        body: "x",
+      });
+      await probe.text();
+      if (probe.status === 200) break;
+      expect(performance.now()).toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 50));
+    }
     const share = Math.floor(CONNECTIONS * 0.25);
     for (let round = 0; round < 3; round++) {
       const answers = await Promise.all(
