@@ -2,7 +2,12 @@ import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config
 
 // The slow projects: conformance and integration tests start their own redis-servers, e2e tests
 // spawn the built CLI and real redis-servers. They are slow by nature, not flaky.
-function slow(name: string, groupOrder: number, globalSetup: string[]): TestProjectInlineConfiguration {
+function slow(
+  name: string,
+  groupOrder: number,
+  globalSetup: string[],
+  filesAtOnce = 1,
+): TestProjectInlineConfiguration {
   return {
     extends: true,
     test: {
@@ -10,12 +15,15 @@ function slow(name: string, groupOrder: number, globalSetup: string[]): TestProj
       include: [`test/${name}/**/*.test.ts`],
       globalSetup,
       // After the unit tests, and each in a group of its own: projects of one group run at the
-      // same time, and these files must run one at a time, all of them. Several tests bound
-      // latencies (a paused Redis answered within the timeout, a burst decided within one refill
-      // interval) and must not share the 2 cores with a 1000-request load test that happens to
-      // run alongside.
+      // same time. The conformance files run one at a time: they bound latencies against a
+      // paused Redis (answered within the timeout) and must not share the 2 cores with anything.
+      // Integration and e2e files run two at a time: most of their time is waiting (a keep-alive
+      // outliving 5 s, a breaker's cooldown, a spawned gateway starting), and the latencies they
+      // bound are loose enough to hold beside one other file (checked by running the suite
+      // repeatedly, beside a CPU burner too). The suite took 5 minutes one file at a time.
       sequence: { groupOrder },
-      fileParallelism: false,
+      fileParallelism: filesAtOnce > 1,
+      maxWorkers: filesAtOnce,
       // One worker runs the project's files in turn with its modules loaded once, instead of a
       // fresh process importing src/ and the test helpers again for every file (about 30 s of the
       // suite). Each file closes what it started in its own hooks. One that leaked a server, a
@@ -59,8 +67,8 @@ export default defineConfig({
         test: { name: "unit-fresh", include: [...FRESH_PROCESS], sequence: { groupOrder: 0 } },
       },
       slow("conformance", 1, [redisServer]),
-      slow("integration", 2, [redisServer]),
-      slow("e2e", 3, [redisServer, "test/support/build-setup.ts"]),
+      slow("integration", 2, [redisServer], 2),
+      slow("e2e", 3, [redisServer, "test/support/build-setup.ts"], 2),
     ],
   },
 });
