@@ -5,11 +5,10 @@
 // The checks a schema cannot say (both forms given, a name or a token given twice) are here too,
 // reported at the entry to fix and never with a token's value in the message.
 import { createHash } from "node:crypto";
+import type { AdminScope, AdminToken } from "../model/admin.js";
 import type { PathSegment } from "./document.js";
 
-/** What a token may do: `read` the operator API, or also `write` (DELETE, POST, PUT, PATCH). */
-export const ADMIN_SCOPES = ["read", "write"] as const;
-export type AdminScope = (typeof ADMIN_SCOPES)[number];
+export { ADMIN_SCOPES, type AdminScope, type AdminToken } from "../model/admin.js";
 
 /** The name the single `admin.token` is known by in the audit log. */
 export const LEGACY_TOKEN_NAME = "admin";
@@ -19,14 +18,6 @@ export const LEGACY_TOKEN_NAME = "admin";
  * character a log line, a header or a terminal could misread.
  */
 export const ADMIN_TOKEN_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-
-/** One configured token, as the guard compares it. */
-export interface AdminToken {
-  readonly name: string;
-  readonly scope: AdminScope;
-  /** SHA-256 of the token: compared in constant time with the SHA-256 of what a request presents. */
-  readonly digest: Buffer;
-}
 
 /** The `admin` section as the schema leaves it (either form may be absent). */
 export interface AdminSection {

@@ -6,22 +6,11 @@
 import { createPrivateKey, type KeyObject, X509Certificate } from "node:crypto";
 import { dirname, resolve } from "node:path";
 import { createSecureContext } from "node:tls";
+import type { ListenerTls } from "../model/tls.js";
 import { readText } from "./read-file.js";
 import type { Config } from "./schema.js";
 
-/** What the listener serves: plain data, so a load on another thread can send it back. */
-export interface ListenerTls {
-  /** The files, resolved: watched with the config. */
-  certFile: string;
-  keyFile: string;
-  /** The PEM texts as read; the server's secure context is built from these, never re-read. */
-  cert: string;
-  key: string;
-  /** SHA-256 fingerprint of the server's certificate (the file's first), for the logs. */
-  fingerprint: string;
-  /** When the server's certificate expires (ISO 8601). */
-  notAfter: string;
-}
+export type { ListenerTls };
 
 export type TlsFileKey = "cert_file" | "key_file";
 

@@ -6,26 +6,11 @@
 import { createHash, createPrivateKey, X509Certificate } from "node:crypto";
 import { dirname, resolve } from "node:path";
 import { createSecureContext } from "node:tls";
+import type { UpstreamTls } from "../model/tls.js";
 import { readText } from "./read-file.js";
 import type { Config } from "./schema.js";
 
-/**
- * What connections to an upstream's https targets are made with: plain data (a load on another
- * thread sends it back), given as is to undici's Pool and to node:https (WebSocket handshakes).
- */
-export interface UpstreamTls {
-  /** PEM CA certificates replacing the system's; undefined: the system's. */
-  ca?: string;
-  /** PEM client certificate and its key (mTLS). */
-  cert?: string;
-  key?: string;
-  /** SNI and the name the certificate must carry; undefined: the target's host. */
-  servername?: string;
-  /** false only with `insecure: true`. */
-  rejectUnauthorized: boolean;
-  /** SHA-256 of the files' contents: a changed CA or certificate is a changed pool. */
-  hash: string;
-}
+export type { UpstreamTls };
 
 export type UpstreamTlsKey = "ca_file" | "cert_file" | "key_file";
 
