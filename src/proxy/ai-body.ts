@@ -143,7 +143,7 @@ function memoryRefusal(who: BodyMemoryRefusal, memory: BodyMemory): Refusal {
     : new Refusal(
         "quota_exceeded",
         "limited",
-        `this caller's request bodies being read at once pass ${Math.round(memory.perCaller / 1024 / 1024)} MiB on this instance; send fewer at a time`,
+        `this caller's request bodies being read at once pass its share of this instance's memory for them (at most ${Math.round(memory.perCaller / 1024 / 1024)} MiB, ${Math.round(memory.sure / 1024 / 1024)} MiB while others need it); send fewer at a time`,
         CLOSE,
         1,
       );
