@@ -288,17 +288,28 @@ function foldKey(key: string): string {
   return key.toLowerCase().replaceAll("\u017f", "s");
 }
 
+/** The fields read of `operation`'s bodies, built once per operation (they are a fixed table). */
+const READ_BY_OPERATION = new WeakMap<AiOperation, ReadonlySet<string>>();
+function readFields(operation: AiOperation): ReadonlySet<string> {
+  let read = READ_BY_OPERATION.get(operation);
+  if (!read) {
+    read = new Set([
+      ...READ_FIELDS,
+      ...operation.ceilingFields,
+      ...operation.choiceFields,
+      ...(operation.promptsField ? [operation.promptsField] : []),
+    ]);
+    READ_BY_OPERATION.set(operation, read);
+  }
+  return read;
+}
+
 /**
  * A key another spelling of which the gateway reads (`"Model"`, `"MAX_TOKENS"`, `"N"`), or two
  * keys that fold together: why the body is refused, or undefined.
  */
 function foldedSpelling(members: readonly { key: string }[], operation: AiOperation): string | undefined {
-  const read = new Set([
-    ...READ_FIELDS,
-    ...operation.ceilingFields,
-    ...operation.choiceFields,
-    ...(operation.promptsField ? [operation.promptsField] : []),
-  ]);
+  const read = readFields(operation);
   const seen = new Map<string, string>();
   for (const { key } of members) {
     const folded = foldKey(key);

@@ -535,18 +535,24 @@ describe("clients that go away or never come", () => {
 });
 
 describe("an HTTP/2 upload answered before its body", () => {
-  it("is reset with NO_ERROR once its refusal is out, instead of being read until the request timeout", async () => {
+  /** Stream 1: a POST announcing 10 MB with `key`, of which 1000 bytes are sent. */
+  const startUpload = async (key: string) => {
     const raw = await rawH2(port);
     const fields: [string, string][] = [
       [":method", "POST"],
       [":scheme", "https"],
       [":authority", "localhost"],
       [":path", "/upload"],
-      ["x-api-key", "no-such-key"],
+      ["x-api-key", key],
       ["content-length", "10000000"],
     ];
     raw.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, headerBlock(fields)));
     raw.write(frame(FRAME.DATA, 0, 1, Buffer.alloc(1000)));
+    return raw;
+  };
+
+  it("is reset with NO_ERROR once its refusal is out, instead of being read until the request timeout", async () => {
+    const raw = await startUpload("no-such-key");
     // The refusal (END_STREAM on its last frame), then the reset: the client stops sending.
     const answer = await raw.waitFor((f) => f.type === FRAME.HEADERS && f.stream === 1);
     expect(answer.stream).toBe(1);
@@ -564,18 +570,8 @@ describe("an HTTP/2 upload answered before its body", () => {
       res.statusCode = 413;
       res.end("too big");
     };
-    const raw = await rawH2(port);
+    const raw = await startUpload("key-free");
     try {
-      const fields: [string, string][] = [
-        [":method", "POST"],
-        [":scheme", "https"],
-        [":authority", "localhost"],
-        [":path", "/upload"],
-        ["x-api-key", "key-free"],
-        ["content-length", "10000000"],
-      ];
-      raw.write(frame(FRAME.HEADERS, FLAG.END_HEADERS, 1, headerBlock(fields)));
-      raw.write(frame(FRAME.DATA, 0, 1, Buffer.alloc(1000)));
       const answer = await raw.waitFor((f) => f.type === FRAME.HEADERS && f.stream === 1);
       expect(answer.stream).toBe(1);
       await raw.waitFor((f) => f.type === FRAME.RST_STREAM && f.stream === 1, 1500);
