@@ -82,6 +82,8 @@ log: { level: info, requests: false }
 store: { url: "memory://" }
 upstreams: { api: http://127.0.0.1:${upstreamPort} }
 tunnel_idle_timeout: 2s
+# Shorter than the 75s default, so the idle attacks below see the close within their 9 s.
+idle_timeout: 5s
 identity:
   trusted_proxies: [127.0.0.1/32]
   client_ip_header: forwarded
