@@ -8,6 +8,7 @@ export type TollgateErrorCode =
   | "TOLLGATE_STORE_TIMEOUT"
   | "TOLLGATE_STORE_CONNECTION"
   | "TOLLGATE_STORE_SCRIPT"
+  | "TOLLGATE_STORE_REPLICATION"
   | "TOLLGATE_BREAKER_OPEN";
 
 /**
@@ -50,7 +51,7 @@ export class UnknownLimitError extends TollgateError {
 }
 
 /** Why the store gave no answer: the labels of tollgate_store_errors_total. */
-export type StoreUnavailableReason = "timeout" | "connection" | "script" | "breaker_open";
+export type StoreUnavailableReason = "timeout" | "connection" | "script" | "replication" | "breaker_open";
 
 /**
  * A store could not answer one call. Adapters turn their client's errors into one of these at
@@ -90,6 +91,28 @@ export class StoreReplyError extends StoreError {
   }
 }
 
+/**
+ * store.replicas: fewer replicas than asked acknowledged a check's writes within the wait. The
+ * decision exists on the master only, so a failover now could lose it: it is not given.
+ */
+export class StoreReplicationError extends StoreError {
+  readonly reason = "replication";
+  readonly acknowledged: number;
+  readonly wanted: number;
+  readonly waitMs: number;
+  constructor(acknowledged: number, wanted: number, waitMs: number) {
+    super(
+      "TOLLGATE_STORE_REPLICATION",
+      `${acknowledged} of the ${wanted} replicas asked for held the check's writes within ${waitMs} ms`,
+      { status: 503 },
+    );
+    this.name = "StoreReplicationError";
+    this.acknowledged = acknowledged;
+    this.wanted = wanted;
+    this.waitMs = waitMs;
+  }
+}
+
 /** The circuit breaker in front of the store is open: the store was not asked. */
 export class BreakerOpenError extends StoreError {
   readonly reason = "breaker_open";
@@ -108,6 +131,7 @@ const REASON_TEXT: Record<StoreUnavailableReason, string> = {
   timeout: "it did not answer in time",
   connection: "it is not connected",
   script: "it refused the limit script",
+  replication: "its replicas did not confirm the decision in time",
   breaker_open: "its circuit breaker is open",
 };
 

@@ -842,6 +842,18 @@ function checkStoreAndWorkers(config: CheckableConfig, invalid: Invalid, add: Ad
           : `store takes one of url, cluster and sentinel, not ${sources.join(" and ")}`,
       );
     }
+    const replicas = config.store.replicas;
+    if (replicas !== undefined && config.store.url?.startsWith("memory://")) {
+      add(
+        ["store", "replicas"],
+        "store.replicas waits for Redis replicas, and memory:// has none: remove replicas, or use a Redis with replicas (store.sentinel)",
+      );
+    } else if (replicas !== undefined && replicas.timeout >= config.store.timeout) {
+      add(
+        ["store", "replicas", "timeout"],
+        `the replicas' wait (${replicas.timeout}ms) must be shorter than store.timeout (${config.store.timeout}ms), which bounds the whole check with it; lower replicas.timeout or raise store.timeout`,
+      );
+    }
     if (config.workers !== 1 && config.store.url?.startsWith("memory://")) {
       add(
         [],

@@ -625,6 +625,10 @@ export function compileRuntime(
       sentinel: config.store.sentinel,
       prefix: config.store.prefix,
       timeoutMs: config.store.timeout,
+      replicas:
+        config.store.replicas === undefined
+          ? undefined
+          : { wait: config.store.replicas.wait, timeoutMs: config.store.replicas.timeout },
     },
   });
 }

@@ -80,6 +80,7 @@ const EXAMPLES: Record<string, string> = {
   "store.url": "redis://redis:6379",
   "store.cluster": "[redis://10.0.0.1:7000, redis://10.0.0.2:7000]",
   "store.sentinel.name": "mymaster",
+  "store.replicas.wait": "1",
   "store.sentinel.nodes": "[10.0.0.1:26379]",
   "plans.<name>.allow.routes": "[search, chat]",
   "plans.<name>.allow.models": '["gpt-4o-mini*", "claude-3-5-haiku-*"]',

@@ -4,7 +4,15 @@
 import type { Config } from "./schema.js";
 
 /** The store connection and key layout; `on_failure` and `local_fraction` apply live. */
-const STORE_RESTART_ONLY = ["url", "cluster", "sentinel", "prefix", "timeout", "breaker"] as const;
+const STORE_RESTART_ONLY = [
+  "url",
+  "cluster",
+  "sentinel",
+  "prefix",
+  "timeout",
+  "breaker",
+  "replicas",
+] as const;
 
 export interface RestartSplit {
   /** The config to run: the new file, with restart-only settings kept as they are. */

@@ -854,6 +854,26 @@ export const configSchema = z
         .describe("Redis Sentinel; give this instead of url"),
       prefix: z.string().default("tollgate:").describe("prefix of every key tollgate writes"),
       timeout: duration().default(100),
+      replicas: z
+        .strictObject({
+          wait: z
+            .number()
+            .int()
+            .min(1)
+            .describe(
+              "replicas that must hold a check's writes before it is answered (Redis WAIT after the check script, in the same round trip)",
+            ),
+          timeout: duration()
+            .refine((ms) => ms >= 1, "wait at least 1ms")
+            .default(50)
+            .describe(
+              "how long a check waits for them; past it the check is a store failure (reason replication), answered by on_failure (default 50ms)",
+            ),
+        })
+        .optional()
+        .describe(
+          "answer a decision only once replicas hold it, so a failover cannot lose it; off when absent (docs/scaling.md, Surviving a failover)",
+        ),
       on_failure: failurePolicy.default("open"),
       local_fraction: z
         .number()

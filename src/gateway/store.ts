@@ -50,7 +50,18 @@ export function createStore(
 ): GatewayStore {
   if (rt.store.url.startsWith("memory://")) return { store: new MemoryStore(), ledger: { kind: "memory" } };
   let lastLogged = 0;
+  // Set below: the breaker is built around the store it is told of.
+  let breakers: BreakerStore | undefined;
   const redis = new RedisStore({
+    replicas: rt.store.replicas,
+    onMasterChange: (from, to) => {
+      if (!from) return;
+      breakers?.forget(from);
+      logger.warn(
+        { from, to },
+        "limit store master switched (Sentinel failover): the new master is asked at once, with a breaker of its own",
+      );
+    },
     url: rt.store.cluster || rt.store.sentinel ? undefined : rt.store.url,
     cluster: rt.store.cluster,
     sentinel: rt.store.sentinel,
@@ -88,10 +99,11 @@ export function createStore(
       // A shard is a cluster master's address; a single Redis has one breaker and no shard.
       logger[state === 2 ? "warn" : "info"](
         shard ? { breaker: label, shard } : { breaker: label },
-        `limit store breaker ${label}${shard ? ` for shard ${shard}` : ""}`,
+        `limit store breaker ${label}${shard ? ` for ${rt.store.cluster ? "shard" : "master"} ${shard}` : ""}`,
       );
     },
   );
+  breakers = store;
   return { store, ledger };
 }
 

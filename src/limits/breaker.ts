@@ -110,6 +110,20 @@ export class BreakerStore implements Store {
     return shard;
   }
 
+  /**
+   * Drops the breaker of a shard that no longer serves (a Sentinel failover named a new master):
+   * its checks go to a new shard with a closed breaker of its own, so a gateway whose breaker
+   * opened on the dead master asks the new one at once instead of waiting out the cooldown; and
+   * the old one's open state no longer holds tollgate_breaker_state up.
+   */
+  forget(name: string): void {
+    const shard = this.shards.get(name);
+    if (!shard) return;
+    shard.breaker.shutdown();
+    this.shards.delete(name);
+    if (shard.state !== 0) this.onChange({ shard: name, state: 0, overall: this.recompute() });
+  }
+
   private forgetOneShard(): void {
     let victim: string | undefined;
     for (const [name, s] of this.shards) {
@@ -119,11 +133,7 @@ export class BreakerStore implements Store {
       }
       victim ??= name;
     }
-    if (victim === undefined) return;
-    const { breaker, state } = this.shards.get(victim)!;
-    breaker.shutdown();
-    this.shards.delete(victim);
-    if (state !== 0) this.onChange({ shard: victim, state: 0, overall: this.recompute() });
+    if (victim !== undefined) this.forget(victim);
   }
 
   private recompute(): BreakerState {

@@ -52,5 +52,7 @@ export interface CompiledRuntime<C = unknown> extends IdentityView {
     sentinel: { name: string; nodes: readonly string[] } | undefined;
     prefix: string;
     timeoutMs: number;
+    /** `store.replicas`: a check is answered once `wait` replicas hold its writes; undefined: off. */
+    replicas: { wait: number; timeoutMs: number } | undefined;
   };
 }

@@ -104,7 +104,7 @@ export class Metrics {
       labelNames: ["reason"],
       registers: [this.registry],
     });
-    for (const reason of ["timeout", "connection", "script", "breaker_open"])
+    for (const reason of ["timeout", "connection", "script", "replication", "breaker_open"])
       this.storeErrors.labels(reason).inc(0);
     this.breakerState = new Gauge({
       name: "tollgate_breaker_state",

@@ -5,6 +5,7 @@
 import {
   BreakerOpenError,
   StoreConnectionError,
+  StoreReplicationError,
   StoreReplyError,
   StoreTimeoutError,
   StoreUnavailableError,
@@ -62,6 +63,7 @@ const REDIS_CODES: Record<string, string> = {
   CLUSTERDOWN: "the cluster is down",
   MASTERDOWN: "the master is down",
   TRYAGAIN: "a slot is being migrated",
+  NOREPLICAS: "the master has fewer good replicas than its min-replicas-to-write and refuses writes",
 };
 const REDIS_CODE_RE = new RegExp(`\\b(${Object.keys(REDIS_CODES).join("|")})\\b`);
 
@@ -112,6 +114,8 @@ export class StoreErrors {
     if ((err instanceof StoreConnectionError || err instanceof StoreReplyError) && err.cause !== undefined)
       return this.describe(err.cause);
     if (err instanceof StoreTimeoutError) return `limit store at ${at} did not answer within ${err.ms} ms`;
+    if (err instanceof StoreReplicationError)
+      return `limit store at ${at}: ${err.acknowledged} of the ${err.wanted} replicas store.replicas asks for held the check's writes within ${err.waitMs} ms (see INFO replication on the master)`;
     if (err instanceof BreakerOpenError)
       return `limit store at ${at} is not asked: its circuit breaker is open after failed checks`;
     if (err instanceof StoreReplyError)

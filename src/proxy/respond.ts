@@ -17,6 +17,7 @@ const DEGRADED_WHY: Record<DegradedReason, string> = {
   timeout: "the limit store did not answer in time",
   connection: "the limit store is unreachable",
   script: "the limit store refused the check",
+  replication: "the limit store's replicas did not confirm the decision in time",
   breaker_open: "the limit store is failing and is not being asked for a while",
 };
 

@@ -271,6 +271,33 @@ routes: [{ name: d, match: { path: / }, upstream: api }]
     ]);
   });
 
+  it("store.replicas: only on Redis, and its wait shorter than store.timeout", () => {
+    expect(
+      problems(BASE.replace("  url: memory://\n", "  url: memory://\n  replicas: { wait: 1 }\n")),
+    ).toEqual([
+      expect.stringContaining(
+        "store.replicas: store.replicas waits for Redis replicas, and memory:// has none",
+      ),
+    ]);
+    expect(
+      problems(
+        BASE.replace(
+          "  url: memory://\n",
+          "  url: redis://127.0.0.1:6379\n  replicas: { wait: 1, timeout: 100ms }\n",
+        ),
+      ),
+    ).toEqual([
+      expect.stringContaining(
+        "store.replicas.timeout: the replicas' wait (100ms) must be shorter than store.timeout (100ms)",
+      ),
+    ]);
+    expect(
+      problems(
+        BASE.replace("  url: memory://\n", "  url: redis://127.0.0.1:6379\n  replicas: { wait: 1 }\n"),
+      ),
+    ).toEqual([]);
+  });
+
   it("says which key is required when one is missing", () => {
     expect(problems(BASE.replace("store:\n  url: memory://\n", "store: {}\n"))).toEqual([
       "gw.yaml:2:8: store: store needs url (memory:// or redis://host:port), cluster or sentinel",

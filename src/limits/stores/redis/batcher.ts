@@ -8,13 +8,13 @@
 // (StoreTimeoutError), the script is told the same deadline in Redis's clock and writes nothing
 // if it runs later, and a reply that still comes late and allowed is given back (refunded).
 import { atDeadline, type DeadlineTimer } from "../../../deadline.js";
-import type { StoreError } from "../../../errors.js";
+import { type StoreError, StoreReplicationError } from "../../../errors.js";
 import type { LimitCheck, StoreDecision } from "../../spec.js";
 import type { CheckOptions, DenialRecord } from "../contract.js";
 import { type CheckRequest, checkArguments, refundArguments, type Taken } from "./arguments.js";
 import type { Boundary } from "./boundary.js";
 import { localNow, type ShardClocks } from "./clock.js";
-import type { ScriptCommand } from "./commands.js";
+import type { CheckCommand, ReplicaWait, ScriptCommand } from "./commands.js";
 import { parseCheckReply, parseScriptHeader, type ScriptHeader } from "./replies.js";
 import type { Slots } from "./slots.js";
 
@@ -49,8 +49,10 @@ export interface BatcherParts {
   slots: Slots;
   clocks: ShardClocks;
   boundary: Boundary;
-  check: ScriptCommand;
+  check: CheckCommand;
   refund: ScriptCommand;
+  /** store.replicas: a batch whose writes fewer replicas hold is not answered as decided. */
+  replicas: ReplicaWait | undefined;
   /**
    * A request with a denial record was denied, by check.lua at `atMs` (Redis's clock, or the
    * test's now): the record is written after the fact (the script is sent nothing of it).
@@ -189,7 +191,7 @@ export class CheckBatcher {
     const args = checkArguments(batch.items, clock.toRedis(batch.deadline), clock.estimateNow());
     const sentAt = localNow();
     this.parts.check(batch.keys, ...args).then(
-      (reply) => {
+      ({ reply, acknowledged }) => {
         const receivedAt = localNow();
         this.land(batch);
         let header: ScriptHeader;
@@ -215,6 +217,16 @@ export class CheckBatcher {
           );
           return;
         }
+        const wanted = this.parts.replicas?.wait;
+        if (acknowledged !== undefined && wanted !== undefined && acknowledged < wanted) {
+          this.unconfirmed(
+            batch,
+            decisions,
+            header.clock,
+            new StoreReplicationError(acknowledged, wanted, this.parts.replicas!.timeoutMs),
+          );
+          return;
+        }
         batch.settled = true;
         batch.timer?.clear();
         for (let i = 0; i < batch.items.length; i++) {
@@ -230,6 +242,36 @@ export class CheckBatcher {
         this.settle(batch, boundary.toStoreError(err));
       },
     );
+  }
+
+  /**
+   * store.replicas: the batch was decided on the master, but fewer replicas than asked hold its
+   * writes, so a failover now could forget what it allowed. An admission is not given on such a
+   * decision: those requests fail with `err` (on_failure answers them) and what they took is
+   * given back. A denial is given as decided: the master saw the caller over its limit, and a
+   * refusal cannot be over-admission whatever the replicas hold.
+   */
+  private unconfirmed(
+    batch: Batch,
+    decisions: readonly StoreDecision[],
+    clock: string | number,
+    err: StoreReplicationError,
+  ): void {
+    batch.settled = true;
+    batch.timer?.clear();
+    const taken: Taken[] = [];
+    for (let i = 0; i < batch.items.length; i++) {
+      const item = batch.items[i]!;
+      const decision = decisions[i]!;
+      if (decision.allowed) {
+        taken.push({ checks: item.checks, decision, at: item.nowMs ?? clock });
+        item.reject(err);
+        continue;
+      }
+      if (item.denial) this.parts.denied(item.denial, item.checks, decision, item.nowMs ?? Number(clock));
+      item.resolve(decision);
+    }
+    if (taken.length > 0) void this.refund(taken);
   }
 
   /** Fails every request of a batch once (a late reply after a timeout is ignored). */

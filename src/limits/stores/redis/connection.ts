@@ -54,6 +54,11 @@ export function connect(options: ConnectionOptions): Redis | Cluster {
     : options.sentinel
       ? new Redis({
           ...redisOptions,
+          // The sentinels' +switch-master makes the client leave the old master at once and ask
+          // them for the new one. Without it a master that stops answering but keeps its socket
+          // (a partition, a paused process) is left only when commands time out, and a killed one
+          // is found again on the next reconnect attempt only.
+          failoverDetector: true,
           name: options.sentinel.name,
           sentinels: options.sentinel.nodes.map((node) => {
             const [host, port] = node.replace(/^redis:\/\//, "").split(":");
@@ -101,6 +106,17 @@ function connectCluster(urls: readonly string[], redisOptions: RedisOptions): Cl
     if (node.status === "wait") node.connect().catch(() => {});
   });
   return cluster;
+}
+
+/**
+ * Calls `onMaster` with host:port each time the client is ready on a server: through Sentinel,
+ * the master the sentinels named. A failover shows as a new address.
+ */
+export function watchMaster(client: Redis, onMaster: (address: string) => void): void {
+  client.on("ready", () => {
+    const stream = (client as unknown as { stream?: { remoteAddress?: string; remotePort?: number } }).stream;
+    if (stream?.remoteAddress && stream.remotePort) onMaster(`${stream.remoteAddress}:${stream.remotePort}`);
+  });
 }
 
 /** Whether the client is believed connected right now, without a round trip. */

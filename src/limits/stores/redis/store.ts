@@ -1,7 +1,7 @@
 // The shared store: every decision is one EVALSHA of check.lua, so all gateway instances that
 // point at the same Redis enforce one limit together. This file composes the parts (connection,
 // batcher, replies, clocks, denial log) into the Store contract; each part says how it works.
-import type { Cluster, Redis } from "ioredis";
+import { Cluster, type Redis } from "ioredis";
 import type { LimitCheck, StoreDecision } from "../../spec.js";
 import type {
   AtOptions,
@@ -20,15 +20,23 @@ import { chargeArguments, giveBackArguments, peekArguments, renewArguments } fro
 import { CheckBatcher } from "./batcher.js";
 import { Boundary } from "./boundary.js";
 import { localNow, ShardClocks } from "./clock.js";
-import { defineScripts, type ScriptCommands } from "./commands.js";
-import { type ConnectionOptions, connect, isReady, waitUntilReady } from "./connection.js";
+import { defineScripts, type ReplicaWait, type ScriptCommands } from "./commands.js";
+import { type ConnectionOptions, connect, isReady, waitUntilReady, watchMaster } from "./connection.js";
 import { checkAcrossSlots } from "./cross-slot.js";
 import { RedisDenialLog } from "./denial-log.js";
 import { KeyLister } from "./key-listing.js";
 import { parseChargeReply, parseScriptHeader } from "./replies.js";
 import { Slots } from "./slots.js";
 
-export type RedisStoreOptions = ConnectionOptions;
+export interface RedisStoreOptions extends ConnectionOptions {
+  /** store.replicas: a check is answered once this many replicas hold its writes. */
+  replicas?: ReplicaWait;
+  /**
+   * Through Sentinel: the client is on a new master (`from` "" on the first). Checks of the new
+   * master are a new shard (shardOf), with a breaker and a clock of their own.
+   */
+  onMasterChange?: (from: string, to: string) => void;
+}
 
 export class RedisStore implements Store {
   readonly kind = "redis";
@@ -54,7 +62,15 @@ export class RedisStore implements Store {
     this.client = connect(options);
     this.slots = new Slots(this.client);
     this.clustered = this.slots.clustered;
-    this.scripts = defineScripts(this.client);
+    this.scripts = defineScripts(this.client, options.replicas);
+    if (options.sentinel && !(this.client instanceof Cluster)) {
+      watchMaster(this.client, (address) => {
+        const from = this.slots.master;
+        if (address === from) return;
+        this.slots.master = address;
+        options.onMasterChange?.(from, address);
+      });
+    }
     this.denialLog = new RedisDenialLog(this.client, this.boundary);
     this.pendingDenials = new DenialQueue(this.denialLog);
     this.batcher = new CheckBatcher({
@@ -63,13 +79,14 @@ export class RedisStore implements Store {
       boundary: this.boundary,
       check: this.scripts.check,
       refund: this.scripts.refund,
+      replicas: options.replicas,
       denied: (record, checks, decision, atMs) =>
         this.pendingDenials.add(record, atMs, deniedLimitNames(checks, decision.outcomes)),
     });
     this.keyLister = new KeyLister(this.client, this.slots, this.boundary);
   }
 
-  /** The master serving the slot of the first key, in a cluster; "" for a single Redis. */
+  /** The master serving the slot of the first key: a cluster's, or the sentinels' ("" for a single Redis). */
   shardOf(checks: readonly LimitCheck[]): string {
     return this.slots.shardOf(checks);
   }
