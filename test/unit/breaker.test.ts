@@ -177,3 +177,38 @@ describe("BreakerStore shard bookkeeping", () => {
     await breaker.close();
   });
 });
+
+/** A Sentinel store: every check goes to the master it is on, which a failover changes. */
+class SwitchingStore extends ScriptedStore {
+  master = "10.0.0.1:6379";
+  shardOf(): string {
+    return this.master;
+  }
+}
+
+describe("BreakerStore across a master switch", () => {
+  it("the new master is asked at once with a closed breaker; forgetting the old one closes the gauge", async () => {
+    const inner = new SwitchingStore();
+    const overall: BreakerState[] = [];
+    const breaker = new BreakerStore(
+      inner,
+      { errorRate: 0.5, minRequests: 5, windowMs: 10_000, cooldownMs: 5000 },
+      (c) => overall.push(c.overall),
+    );
+    inner.failing = true;
+    for (let i = 0; i < 5; i++) await expect(breaker.check(CHECKS)).rejects.toThrow();
+    expect(breaker.state).toBe(2);
+    await expect(breaker.check(CHECKS)).rejects.toBeInstanceOf(BreakerOpenError);
+    // The sentinels promote a replica: no cooldown is waited out (fake time has not moved).
+    inner.failing = false;
+    inner.master = "10.0.0.2:6379";
+    const calls = inner.calls;
+    expect((await breaker.check(CHECKS)).allowed).toBe(false);
+    expect(inner.calls).toBe(calls + 1);
+    expect(breaker.state).toBe(2); // the old master's breaker is still open until forgotten
+    breaker.forget("10.0.0.1:6379");
+    expect(breaker.state).toBe(0);
+    expect(overall).toEqual([2, 0]);
+    await breaker.close();
+  });
+});
