@@ -2,6 +2,9 @@
 // inject faults kill, pause or restart them.
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Redis } from "ioredis";
 import { freePort } from "./ports.js";
 
@@ -20,9 +23,15 @@ export interface RedisProcess {
   stop(): Promise<void>;
 }
 
-/** A loopback redis-server on `port` that persists nothing; `extra` adds settings. */
+/**
+ * A loopback redis-server on `port` that persists nothing; `extra` adds settings. Its own empty
+ * dir: a replica's full sync writes dump.rdb there even with `save ""`, and a server started in
+ * a dir holding one loads it, so a shared dir would carry one test's keys into the next.
+ */
 export function redisArgs(port: number, extra: string[] = []): string[] {
   return [
+    "--dir",
+    mkdtempSync(join(tmpdir(), "tollgate-redis-")),
     "--port",
     String(port),
     "--bind",
