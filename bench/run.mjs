@@ -7,7 +7,8 @@
 // with one batched Redis round trip per request that reads and writes the caller's two keys and
 // decides nothing, batched as tollgate batches. Each target is printed with the floor's own
 // figure and its range over the rounds: a target the floor misses too is out of reach here for a
-// limiter that batches this way on this Redis, whatever the code around the round trip.
+// limiter that batches this way on this Redis, whatever the code around the round trip. Last,
+// tollgate on a master with one replica, without and with store.replicas.wait (what WAIT costs).
 //
 // Per target, medians of the rounds: req/s, p50, p99, the proxy's CPU per request (user + system
 // from /proc, every thread, worker processes included), Redis's CPU per request (INFO cpu) and
@@ -63,6 +64,8 @@ async function redisCommandsExecuted(redis) {
 
 /** One wrk run against a target, with the proxy's and Redis's CPU and the commands it cost. */
 async function measure(target, redis, { connections = CONNECTIONS, delayMs = 0 } = {}) {
+  // A target on Redis of its own (the replicated pair) is measured on that Redis.
+  redis = target.redis ?? redis;
   const r0 = await redisCounters(redis);
   const c0 = await redisCommandsExecuted(redis);
   const cpu0 = cpuSeconds(target.pid);
@@ -104,6 +107,24 @@ async function main() {
     upstream,
     workers: 2,
   });
+  // store.replicas: a master with one replica of its own, so that replication does not weigh on
+  // the other targets' Redis; tollgate on it without and with the wait, measured side by side.
+  const replicatedUrl = await startRedis();
+  const replicated = new Redis(replicatedUrl);
+  await startRedis(["--replicaof", "127.0.0.1", new URL(replicatedUrl).port]);
+  while ((await replicated.info("replication")).match(/connected_slaves:(\d+)/)[1] === "0")
+    await new Promise((r) => setTimeout(r, 50));
+  const onReplicated = await startBenchGateway({
+    name: "tollgate-replicated",
+    storeUrl: replicatedUrl,
+    upstream,
+  });
+  const waiting = await startBenchGateway({
+    name: "tollgate-wait",
+    storeUrl: replicatedUrl,
+    upstream,
+    storeExtra: ", replicas: { wait: 1, timeout: 50ms }",
+  });
   const passthrough = await startPassthrough(upstream);
   const seed = await startPeer("seed", "bench/seed-peer.mjs", upstream, redisUrl);
   const rlf = await startPeer("http-proxy", "bench/http-proxy-peer.mjs", upstream, redisUrl);
@@ -125,8 +146,20 @@ async function main() {
       flood: true,
     },
     workers: { name: "tollgate on Redis, workers: 2", pid: workers.child.pid, url: workers.url },
+    replicated: {
+      name: "tollgate on Redis + 1 replica",
+      pid: onReplicated.child.pid,
+      url: onReplicated.url,
+      redis: replicated,
+    },
+    wait: {
+      name: "the same, store.replicas.wait: 1",
+      pid: waiting.child.pid,
+      url: waiting.url,
+      redis: replicated,
+    },
   };
-  const order = [T.rlf, T.floor, T.seed, T.tollgate, T.bare, T.flood, T.workers];
+  const order = [T.rlf, T.floor, T.seed, T.tollgate, T.bare, T.flood, T.workers, T.replicated, T.wait];
   console.log(
     `load: wrk -t1 -c${CONNECTIONS}, ${KEYS} API keys, ${ROUNDS} rounds of ${SECONDS} s, interleaved; paced: -c${PACED_CONNECTIONS}, ${PACED_DELAY_MS} ms between requests`,
   );
@@ -278,6 +311,20 @@ async function main() {
     ["flood: Redis commands per denial", { median: flood.redis_commands_per_request }, "<=", 0.01],
     ["flood: denials/s / passthrough req/s", perRound(T.flood, T.bare, rps), ">=", 1],
     ["req/s, workers: 2 / workers: 1", perRound(T.workers, T.tollgate, rps), "", undefined],
+    ["replicas.wait 1: req/s / without", perRound(T.wait, T.replicated, rps), "", undefined],
+    ["replicas.wait 1: p50 / without", perRound(T.wait, T.replicated, (r) => r.p50), "", undefined],
+    [
+      "replicas.wait 1: gateway CPU/req / without",
+      perRound(T.wait, T.replicated, (r) => r.proxyUs),
+      "",
+      undefined,
+    ],
+    [
+      "replicas.wait 1: Redis CPU/req / without",
+      perRound(T.wait, T.replicated, (r) => r.redisUs),
+      "",
+      undefined,
+    ],
     [
       "paced: gateway CPU/req, tollgate / passthrough",
       {
@@ -322,6 +369,7 @@ async function main() {
     ),
   );
   redis.disconnect();
+  replicated.disconnect();
 }
 
 try {

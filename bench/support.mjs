@@ -43,13 +43,17 @@ export function killAll() {
   for (const c of children) c.kill("SIGKILL");
 }
 
-/** A redis-server of its own that persists nothing; resolves with its URL. */
-export async function startRedis() {
+/**
+ * A redis-server of its own that persists nothing, in a dir of its own (a replica's full sync
+ * writes dump.rdb even with save ""); `extra` adds settings. Resolves with its URL.
+ */
+export async function startRedis(extra = []) {
   const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "tollgate-bench-redis-"));
   await start(
     "redis-server",
     "redis-server",
-    ["--port", String(port), "--save", "", "--appendonly", "no"],
+    ["--port", String(port), "--dir", dir, "--save", "", "--appendonly", "no", ...extra],
     (l) => l.includes("Ready to accept connections"),
   );
   return `redis://127.0.0.1:${port}`;
@@ -102,6 +106,7 @@ export async function startBenchGateway({
   workers = 1,
   limited = true,
   cwd = root,
+  storeExtra = "",
 }) {
   const port = await freePort();
   const clients = Array.from(
@@ -116,7 +121,7 @@ admin: { listen: 127.0.0.1:0 }
 workers: ${workers}
 log: { level: info, requests: false }
 headers: [draft, ietf]
-store: { url: ${storeUrl}, timeout: 100ms, on_failure: open }
+store: { url: ${storeUrl}, timeout: 100ms, on_failure: open${storeExtra} }
 upstreams: { api: ${upstream} }
 clients:
 ${clients.join("\n")}
