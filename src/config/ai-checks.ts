@@ -52,6 +52,39 @@ function placedLimits(config: CheckableConfig): PlacedLimit[] {
   return out;
 }
 
+/**
+ * A function naming the budget a route's warnings speak of: the first money budget that applies
+ * to it (plans' global and tenant before their routes', in file order), else the first other
+ * budget, else undefined. Indexed once by route, so the checks take time linear in limits plus
+ * routes: filtering every limit for every route was 2,000 plans times 2,000 routes, a quarter of
+ * a second per reload (and the growth test in config.test.ts failing on a busy machine).
+ */
+function budgetsByRoute(placed: readonly PlacedLimit[]): (route: string) => PlacedLimit | undefined {
+  const first = (list: PlacedLimit[]) => list.find((p) => p.limit.unit === "usd") ?? list[0];
+  const everyRoute: PlacedLimit[] = [];
+  const byRoute = new Map<string, PlacedLimit[]>();
+  placed.forEach((p) => {
+    if (p.limit.unit === undefined || p.limit.unit === "requests" || p.limit.unlimited) return;
+    if (p.routes === undefined) everyRoute.push(p);
+    else
+      for (const r of p.routes) {
+        const list = byRoute.get(r);
+        if (list) list.push(p);
+        else byRoute.set(r, [p]);
+      }
+  });
+  const everywhere = first(everyRoute);
+  const order = new Map(placed.map((p, i) => [p, i]));
+  return (route) => {
+    const own = byRoute.get(route);
+    const mine = own === undefined ? undefined : first(own);
+    if (mine === undefined || everywhere === undefined) return mine ?? everywhere;
+    const usd = (p: PlacedLimit) => p.limit.unit === "usd";
+    if (usd(mine) !== usd(everywhere)) return usd(mine) ? mine : everywhere;
+    return order.get(mine)! < order.get(everywhere)! ? mine : everywhere;
+  };
+}
+
 const BODY_METHODS = ["POST", "PUT", "PATCH"];
 
 /** Whether a route forwards requests that carry a body (its methods allow one, or it has none). */
@@ -65,7 +98,6 @@ export function checkAiConfig(config: CheckableConfig, add: Add, warn: Add): voi
   const aiRoutes = new Set(routes.filter((r) => r.ai !== undefined).map((r) => r.name));
   const everyRouteAi = routes.length > 0 && routes.every((r) => r.ai !== undefined);
   const placed = placedLimits(config);
-  const applies = (p: PlacedLimit, route: string) => p.routes === undefined || p.routes.includes(route);
 
   let money: PlacedLimit | undefined;
   for (const p of placed) {
@@ -99,28 +131,20 @@ export function checkAiConfig(config: CheckableConfig, add: Add, warn: Add): voi
     );
   checkPrices(config, add);
 
+  const budgetOver = budgetsByRoute(placed);
   config.routes.forEach((route, i) => {
     if (!route) return;
     const at: PathSegment[] = ["routes", i];
-    const budgets = placed
-      .filter(
-        (p) =>
-          p.limit.unit !== undefined &&
-          p.limit.unit !== "requests" &&
-          !p.limit.unlimited &&
-          applies(p, route.name),
-      )
-      // A money budget first: the warning then says it is not charged at all.
-      .sort((a, b) => Number(b.limit.unit === "usd") - Number(a.limit.unit === "usd"));
+    const budget = budgetOver(route.name);
     if (route.ai === undefined) {
-      if (budgets.length > 0 && takesBodies(route)) {
+      if (budget !== undefined && takesBodies(route)) {
         const sources = Array.isArray(route.charge) ? route.charge : [route.charge];
         if (!sources.includes("usage"))
           warn(
             at,
-            budgets[0]!.limit.unit === "usd"
-              ? `route "${route.name}" forwards request bodies under money budget ${budgetName(budgets[0]!)}, which is charged only on AI routes: its requests cost nothing of it, so a completion behind this route is free; make it an AI route (ai: { format: openai }), or limit its methods to GET`
-              : `route "${route.name}" forwards request bodies under budget ${budgetName(budgets[0]!)}, but never reads what its answers used: each request costs its cost (${route.cost}) of it, so a completion behind this route is almost free; make it an AI route (ai: { format: openai }), add charge: usage, or limit its methods to GET`,
+            budget.limit.unit === "usd"
+              ? `route "${route.name}" forwards request bodies under money budget ${budgetName(budget)}, which is charged only on AI routes: its requests cost nothing of it, so a completion behind this route is free; make it an AI route (ai: { format: openai }), or limit its methods to GET`
+              : `route "${route.name}" forwards request bodies under budget ${budgetName(budget)}, but never reads what its answers used: each request costs its cost (${route.cost}) of it, so a completion behind this route is almost free; make it an AI route (ai: { format: openai }), add charge: usage, or limit its methods to GET`,
           );
       }
       return;
@@ -135,10 +159,10 @@ export function checkAiConfig(config: CheckableConfig, add: Add, warn: Add): voi
         [...at, "max_cost"],
         "an AI route reserves each request's own estimate (its prompt and output ceiling) instead of a max_cost; remove max_cost, and set ai.max_output",
       );
-    if (budgets.length > 0 && route.ai.max_output === undefined)
+    if (budget !== undefined && route.ai.max_output === undefined)
       add(
         [...at, "ai"],
-        `route "${route.name}" is under budget ${budgetName(budgets[0]!)}: ai.max_output is required, the output ceiling a request that names none is reserved and forwarded with (e.g. max_output: 4096)`,
+        `route "${route.name}" is under budget ${budgetName(budget)}: ai.max_output is required, the output ceiling a request that names none is reserved and forwarded with (e.g. max_output: 4096)`,
       );
     if (route.ai.output_field !== undefined && route.ai.format !== "openai")
       add(

@@ -133,4 +133,32 @@ describe("--check on AI routes and budgets", () => {
       ),
     ).toEqual([]);
   });
+  it("names the budget a route meets that matters most: a money budget before a token one, else the plan-wide one", () => {
+    const rest = "  - { name: rest, match: { path: / }, upstream: llm }";
+    const warning = (plans: string) =>
+      report(file(plans, rest, MODELS)).find((line) => line.includes("warning: routes[0]"));
+    // The plan-wide token budget comes first in the file, the route's money budget wins.
+    expect(
+      warning(`    tenant: { algorithm: fixed_window, limit: 1000, window: 1 month, unit: tokens }
+    routes:
+      rest: { algorithm: fixed_window, limit: 5, window: 1 month, unit: usd }`),
+    ).toContain("under money budget plans.team.routes.rest, which is charged only on AI routes");
+    // Two token budgets: the plan-wide one (global, tenant, then the routes', wherever written).
+    expect(
+      warning(`    routes:
+      rest: { algorithm: fixed_window, limit: 5, window: 1 month, unit: tokens }
+    tenant: { algorithm: fixed_window, limit: 1000, window: 1 month, unit: tokens }`),
+    ).toContain("under budget plans.team.tenant, but never reads");
+    expect(
+      warning(`    tenant: { algorithm: fixed_window, limit: 1000, window: 1 month, unit: tokens }
+    routes:
+      rest: { algorithm: fixed_window, limit: 5, window: 1 month, unit: tokens }`),
+    ).toContain("under budget plans.team.tenant, but never reads");
+    // A budget on another route, or a request limit, is not this route's budget.
+    expect(
+      warning(`    global: { rate: 5/s, burst: 10 }
+    routes:
+      elsewhere: { algorithm: fixed_window, limit: 5, window: 1 month, unit: tokens }`),
+    ).toBeUndefined();
+  });
 });
