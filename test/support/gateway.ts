@@ -74,9 +74,17 @@ export interface GatewayProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Runs `node dist/cli.js --config FILE` and waits for its "tollgate listening" line. */
-export async function spawnGateway(yaml: string, env: Record<string, string> = {}): Promise<GatewayProcess> {
-  const child = spawn(process.execPath, [CLI, "--config", writeConfig(yaml)], {
+/**
+ * Runs `node dist/cli.js --config FILE` and waits for its "tollgate listening" line. `prefix`
+ * runs it through a command that execs it (`ip netns exec NAME`): the child is still the node.
+ */
+export async function spawnGateway(
+  yaml: string,
+  env: Record<string, string> = {},
+  prefix: string[] = [],
+): Promise<GatewayProcess> {
+  const argv = [...prefix, process.execPath, CLI, "--config", writeConfig(yaml)];
+  const child = spawn(argv[0]!, argv.slice(1), {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

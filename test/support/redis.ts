@@ -57,12 +57,13 @@ export async function waitForPing(
   port: number,
   child: ChildProcess,
   answers: (probe: Redis) => Promise<boolean> = async () => true,
+  host = "127.0.0.1",
 ): Promise<void> {
   const deadline = Date.now() + 10_000;
   for (;;) {
     const probe = new Redis({
       port,
-      host: "127.0.0.1",
+      host,
       lazyConnect: true,
       maxRetriesPerRequest: 0,
       retryStrategy: () => null,

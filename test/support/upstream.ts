@@ -20,7 +20,8 @@ export interface TestUpstream {
   server: Server;
 }
 
-export async function startUpstream(): Promise<TestUpstream> {
+/** An upstream on `host` (loopback unless a test's network namespace must reach it). */
+export async function startUpstream(host = "127.0.0.1"): Promise<TestUpstream> {
   const state: TestUpstream = {
     url: "",
     port: 0,
@@ -47,11 +48,11 @@ export async function startUpstream(): Promise<TestUpstream> {
       res.end(text);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const { port } = server.address() as AddressInfo;
   state.server = server;
   state.port = port;
-  state.url = `http://127.0.0.1:${port}`;
+  state.url = `http://${host}:${port}`;
   state.close = () =>
     new Promise<void>((resolve) => {
       server.closeAllConnections();

@@ -26,6 +26,8 @@ import { checkAcrossSlots } from "./cross-slot.js";
 import { RedisDenialLog } from "./denial-log.js";
 import { KeyLister } from "./key-listing.js";
 import { parseChargeReply, parseScriptHeader } from "./replies.js";
+import { askSentinels } from "./sentinel-ask.js";
+import { SentinelRecheck } from "./sentinel-recheck.js";
 import { Slots } from "./slots.js";
 
 export interface RedisStoreOptions extends ConnectionOptions {
@@ -56,6 +58,9 @@ export class RedisStore implements Store {
    */
   private readonly pendingDenials: DenialQueue;
   private readonly keyLister: KeyLister;
+  /** Through Sentinel: asks the sentinels while checks fail (sentinel-recheck.ts). */
+  private readonly recheck: SentinelRecheck | undefined;
+  private readonly closeSentinelClients: () => void = () => {};
 
   constructor(options: RedisStoreOptions) {
     this.boundary = new Boundary(options.timeoutMs);
@@ -69,6 +74,14 @@ export class RedisStore implements Store {
         if (address === from) return;
         this.slots.master = address;
         options.onMasterChange?.(from, address);
+      });
+      const sentinels = askSentinels(options.sentinel, options.timeoutMs);
+      this.closeSentinelClients = sentinels.close;
+      this.recheck = new SentinelRecheck({
+        client: this.client,
+        ask: sentinels.ask,
+        sentinelCount: options.sentinel.nodes.length,
+        current: () => this.slots.master,
       });
     }
     this.denialLog = new RedisDenialLog(this.client, this.boundary);
@@ -94,6 +107,21 @@ export class RedisStore implements Store {
   /** Coalesced per slot (batcher.ts); in a cluster a request over several slots is decided slot by slot. */
   check(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
     if (checks.length === 0) return Promise.resolve({ allowed: true, outcomes: [] });
+    const recheck = this.recheck;
+    if (recheck === undefined) return this.decide(checks, options);
+    return this.decide(checks, options).then(
+      (decision) => {
+        recheck.succeeded();
+        return decision;
+      },
+      (err: unknown) => {
+        recheck.failed();
+        throw err;
+      },
+    );
+  }
+
+  private decide(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
     // A single Redis: one slot.
     if (!this.clustered) return this.batcher.enqueue(0, checks, options);
     const slot = this.slots.of(checks[0]!.key);
@@ -237,6 +265,8 @@ export class RedisStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.recheck?.close();
+    this.closeSentinelClients();
     await this.pendingDenials.close();
     this.client.disconnect();
   }
