@@ -1,6 +1,8 @@
 // The JSON object an operator's POST or PUT sends, read whole but bounded: an admin body is a
-// few hundred bytes, so anything past JSON_BODY_MAX is refused before it is buffered further.
-// Every refusal is a ProblemError with the caller's own 400 code and a detail naming the fix.
+// few hundred bytes, so anything past JSON_BODY_MAX is refused (413 body-too-large) before it is
+// buffered further, and the answer reaches the client still sending it (the connection closes
+// after it). Every other refusal is a
+// ProblemError with the caller's own 400 code and a detail naming the fix.
 // A member named twice in one object is refused too: JSON.parse keeps the last silently, so
 // `{"plan": "free", "plan": "pro"}` would issue a pro key to an operator who read "free" first.
 import type { IncomingMessage } from "node:http";
@@ -18,21 +20,44 @@ export async function readJsonObject(
   req: IncomingMessage,
   code: ProblemCode,
 ): Promise<Record<string, unknown>> {
+  const declared = Number(req.headers["content-length"]);
+  if (declared > JSON_BODY_MAX) throw tooLarge();
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > JSON_BODY_MAX) {
-      // Stop reading: the rest is not wanted, and the answer closes the connection.
-      req.destroy();
-      throw new ProblemError(
-        code,
-        `the request body is larger than ${JSON_BODY_MAX} bytes; send a JSON object`,
-      );
-    }
-    chunks.push(buf);
-  }
+  const overflow = await new Promise<boolean>((resolve, reject) => {
+    const onData = (buf: Buffer) => {
+      size += buf.length;
+      if (size <= JSON_BODY_MAX) {
+        chunks.push(buf);
+        return;
+      }
+      // The rest is not wanted. Not destroyed: that reset the connection before the answer
+      // was written (a `for await` over the body destroys it when left early), and the client
+      // saw no answer at all. The admin server closes the connection after the 413
+      // (answeredBeforeBody), which the client reads before the FIN.
+      cleanup();
+      chunks.length = 0;
+      req.pause();
+      resolve(true);
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(false);
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    const cleanup = () => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+    };
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+  });
+  if (overflow) throw tooLarge();
   const text = Buffer.concat(chunks).toString("utf8").trim();
   if (text === "") return {};
   let value: unknown;
@@ -53,6 +78,13 @@ export async function readJsonObject(
       `member "${twice}" appears more than once in the request body: JSON keeps only the last; send it once`,
     );
   return value as Record<string, unknown>;
+}
+
+function tooLarge(): ProblemError {
+  return new ProblemError(
+    "body_too_large",
+    `the request body is larger than ${JSON_BODY_MAX} bytes (an admin request is a small JSON object); send less`,
+  );
 }
 
 const JSON_SPACE = new Set([" ", "\t", "\n", "\r"]);

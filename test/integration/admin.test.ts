@@ -1,6 +1,10 @@
 // The admin listener against hostile or careless input: a caller name that is not valid
 // percent-encoding is a 400 problem, never a 500; /metrics passes Prometheus' naming lint.
-import { spawnSync } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DRAIN_MAX_MS } from "../../src/http/unread-body.js";
 import { type InProcessGateway, startGateway } from "../support/gateway.js";
@@ -9,6 +13,7 @@ import { answeredEarly, pumpBody, trickleBody } from "../support/raw.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
 const TOKEN = "admin-token-for-admin-tests";
+const run = promisify(execFile);
 
 let upstream: TestUpstream;
 let gw: InProcessGateway;
@@ -126,5 +131,67 @@ describe("a body the admin listener answered without reading (no token, a refusa
     expect(reply.text).toMatch(/^HTTP\/1\.1 401 /);
     expect(reply.closedMs).toBeGreaterThanOrEqual(DRAIN_MAX_MS - 100);
     expect(reply.closedMs).toBeLessThan(DRAIN_MAX_MS + 1000);
+  });
+});
+
+describe("an admin body past the 64 KiB an admin request may be", () => {
+  const MiB = 1024 * 1024;
+  const head = (framing: string) =>
+    `POST /admin/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\n${framing}\r\n`;
+  const tooLarge = /^HTTP\/1\.1 413 [\s\S]*body-too-large[\s\S]*larger than 65536 bytes/;
+
+  it("1 MiB from curl gets its 413 problem, not a reset (the request was destroyed before its answer)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-admin-body-"));
+    const file = join(dir, "body.json");
+    writeFileSync(file, JSON.stringify({ client: "acme", plan: "free", pad: "x".repeat(MiB) }));
+    // Asynchronously: the gateway runs in this process, and spawnSync would stop it answering.
+    const curl = await run(
+      "curl",
+      [
+        "-sS",
+        "--max-time",
+        "10",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code}",
+        "-X",
+        "POST",
+        "-H",
+        `authorization: Bearer ${TOKEN}`,
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        `@${file}`,
+        `${gw.adminUrl}/admin/keys`,
+      ],
+      { encoding: "utf8" },
+    );
+    expect(curl.stderr).toBe("");
+    const cut = curl.stdout.lastIndexOf("\n");
+    const [body, status] = [curl.stdout.slice(0, cut), curl.stdout.slice(cut + 1)];
+    expect(status).toBe("413");
+    expect(JSON.parse(body)).toMatchObject({
+      status: 413,
+      type: expect.stringContaining("body-too-large"),
+      detail: expect.stringContaining("larger than 65536 bytes"),
+    });
+  });
+
+  it("announced or chunked, the 413 is written before the connection closes, and the listener keeps serving", async () => {
+    const announced = await answeredEarly(gw.adminUrl, head(`Content-Length: ${MiB}\r\n`), (socket) => {
+      socket.write(Buffer.alloc(MiB, 32));
+    });
+    expect(announced.text).toMatch(tooLarge);
+    // Chunked: found too large only once 64 KiB have arrived, in the middle of reading it.
+    const chunked = await answeredEarly(gw.adminUrl, head("Transfer-Encoding: chunked\r\n"), (socket) => {
+      const chunk = Buffer.alloc(16 * 1024, 32);
+      for (let i = 0; i < 64; i++)
+        socket.write(Buffer.concat([Buffer.from("4000\r\n"), chunk, Buffer.from("\r\n")]));
+      socket.write("0\r\n\r\n");
+    });
+    expect(chunked.text).toMatch(tooLarge);
+    expect(chunked.closedMs).toBeLessThan(DRAIN_MAX_MS + 1000);
+    expect((await admin("/admin/keys?client=acme")).status).toBe(200);
   });
 });
