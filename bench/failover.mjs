@@ -16,6 +16,7 @@
 //
 //   FAILOVER_RUNS=5 npm run bench:failover
 //   FAILOVER_MODES (none,wait)  FAILOVER_POLICIES (open,closed)  FAILOVER_BURNER (1; 0: none)
+//   FAILOVER_REPLICAS (1; each replicates through the relay and is stalled with the others)
 // Each run prints one JSON line, then a summary per mode and policy.
 import { spawn } from "node:child_process";
 import { mkdtempSync, openSync, writeFileSync } from "node:fs";
@@ -31,6 +32,8 @@ const CALLERS = 5;
 const LIMIT = 50;
 const MODES = (process.env.FAILOVER_MODES ?? "none,wait").split(",");
 const POLICIES = (process.env.FAILOVER_POLICIES ?? "open,closed").split(",");
+// One replica, as in the issue; 2 shows wait: 1 recovering without the old master's return.
+const REPLICAS = Number(process.env.FAILOVER_REPLICAS ?? 1);
 
 /** A TCP relay to the master that can stall the replication links and drop everything at once. */
 function startRelay(port, targetPort) {
@@ -220,10 +223,15 @@ async function burst(gateways, perCaller, tally) {
 async function run(mode, policy, upstream) {
   const masterPort = await freePort();
   const relayPort = await freePort();
-  const replicaPort = await freePort();
   let master = await startRedisServer(masterPort);
   const relay = await startRelay(relayPort, masterPort);
-  const replica = await startRedisServer(replicaPort, ["--replicaof", "127.0.0.1", String(relayPort)]);
+  const replicaPorts = [];
+  const replicas = [];
+  for (let i = 0; i < REPLICAS; i++) {
+    const port = await freePort();
+    replicaPorts.push(port);
+    replicas.push(await startRedisServer(port, ["--replicaof", "127.0.0.1", String(relayPort)]));
+  }
   const direct = new Redis({
     port: masterPort,
     host: "127.0.0.1",
@@ -231,16 +239,18 @@ async function run(mode, policy, upstream) {
     lazyConnect: false,
   });
   direct.on("error", () => {});
-  const newMaster = new Redis({ port: replicaPort, host: "127.0.0.1" });
-  await until("the replica to sync", async () =>
-    /master_link_status:up/.test(await newMaster.info("replication")),
+  const replicaClients = replicaPorts.map((port) => new Redis({ port, host: "127.0.0.1" }));
+  await until("the replicas to sync", async () =>
+    (await Promise.all(replicaClients.map((c) => c.info("replication")))).every((info) =>
+      /master_link_status:up/.test(info),
+    ),
   );
   const sentinels = await startSentinels(relayPort);
   await until("the sentinels to see the replica", async () => {
     const seen = await Promise.all(
       sentinels.map((s) => s.client.call("SENTINEL", "replicas", "mymaster").catch(() => [])),
     );
-    return seen.every((r) => r.length === 1);
+    return seen.every((r) => r.length === REPLICAS);
   });
   const gateways = [];
   for (let i = 0; i < 3; i++) {
@@ -268,7 +278,7 @@ async function run(mode, policy, upstream) {
   // shows through gateway 2, which never saw the refusal.
   const before = gateways.slice(0, 2);
   await burst(before, 30, tally);
-  await direct.call("WAIT", "1", "1000");
+  await direct.call("WAIT", String(REPLICAS), "1000");
   relay.stall();
   await burst(before, 30, tally);
   const refusedBeforeKill = tally.map((t) => t["store-429"] ?? 0);
@@ -300,21 +310,29 @@ async function run(mode, policy, upstream) {
   const killedAt = Date.now();
   master.kill("SIGKILL");
   relay.dropAll();
+  let promoted;
   await until(
-    "all sentinels to name the replica",
-    async () => (await masterNamed(sentinels)).every((p) => p === replicaPort),
+    "all sentinels to name a replica",
+    async () => {
+      const named = await masterNamed(sentinels);
+      promoted = named[0];
+      return replicaPorts.includes(promoted) && named.every((p) => p === promoted);
+    },
     30_000,
     10,
   );
   const namedAt = Date.now();
+  const newMaster = replicaClients[replicaPorts.indexOf(promoted)];
   // With wait: 1 and one replica the new master has none until the old one rejoins, and no
   // admission is confirmed before: the old master is restarted at once, and recovery includes
-  // its rejoining (docs/scaling.md: run two replicas for wait: 1).
+  // its rejoining (docs/scaling.md: run two replicas for wait: 1). With two, the other replica
+  // is the new master's, and the old one returns after recovery, as without wait.
   const restartOld = async () => {
     relay.resume();
     master = await startRedisServer(masterPort);
   };
-  if (mode === "wait") await restartOld();
+  const restartAtOnce = mode === "wait" && REPLICAS === 1;
+  if (restartAtOnce) await restartOld();
   await until(
     "every gateway to decide from the store",
     async () => firstStoreAnswerAt.every((t) => t.some((at) => at >= namedAt)),
@@ -325,15 +343,22 @@ async function run(mode, policy, upstream) {
   const recoveryMs = firstStoreAnswerAt.map((t) => t.find((at) => at >= namedAt) - namedAt);
 
   // The old master comes back empty; the sentinels make it a replica of the new one.
-  if (mode !== "wait") await restartOld();
+  if (!restartAtOnce) await restartOld();
   const old = new Redis({ port: masterPort, host: "127.0.0.1" });
+  // Sentinel converts a returning master after it has looked sane for 8 s, from a replica's
+  // INFO it asks every 10 s: 10–30 s (a 30 s bound failed once in 8 runs).
+  const restartedAt = Date.now();
   await until(
     "the old master to rejoin as a replica",
     async () => /role:slave[\s\S]*master_link_status:up/.test(await old.info("replication")),
-    30_000,
+    60_000,
     50,
   );
+  const rejoinMs = Date.now() - restartedAt;
   await burst(gateways, 60, tally);
+  // Compared once the old master has what the new one wrote: the last burst's writes reach it
+  // after their answers.
+  await newMaster.call("WAIT", String(REPLICAS), "2000");
   const oldRole = (await old.info("replication")).match(/role:(\w+)/)[1];
   const writesOnOld = Number((await old.info("stats")).match(/total_writes_processed:(\d+)/)?.[1] ?? 0);
   const keysOld = await old.dbsize();
@@ -344,15 +369,16 @@ async function run(mode, policy, upstream) {
     s.client.disconnect();
     s.child.kill("SIGKILL");
   }
-  for (const c of [direct, old, newMaster]) c.disconnect();
+  for (const c of [direct, old, ...replicaClients]) c.disconnect();
   master.kill("SIGKILL");
-  replica.kill("SIGKILL");
+  for (const replica of replicas) replica.kill("SIGKILL");
   relay.close();
 
   const admittedByStore = tally.map((t) => t["store-200"] ?? 0);
   return {
     mode,
     policy,
+    replicas: REPLICAS,
     overAdmitted: Math.max(...admittedByStore.map((n) => n - LIMIT)),
     admittedByStore,
     refusedBeforeKill,
@@ -361,6 +387,7 @@ async function run(mode, policy, upstream) {
     recoveryMs,
     tripped,
     oldRole,
+    rejoinMs,
     keysOld,
     keysNew,
     writesOnOld,

@@ -39,16 +39,17 @@ describe("SentinelRecheck", () => {
 
   function setup(named: () => (string | undefined)[]) {
     vi.useFakeTimers();
-    const disconnect = vi.fn();
+    const client = { status: "ready", disconnect: vi.fn() };
+    const disconnect = client.disconnect;
     const ask = vi.fn(async () => named());
     const recheck = new SentinelRecheck({
-      client: { disconnect } as unknown as Redis,
+      client: client as unknown as Redis,
       ask,
       sentinelCount: 1,
       current: () => "10.0.0.1:6379",
       intervalMs: 200,
     });
-    return { recheck, ask, disconnect };
+    return { recheck, ask, disconnect, client };
   }
 
   it("asks only while checks fail, once per interval", async () => {
@@ -77,12 +78,25 @@ describe("SentinelRecheck", () => {
     expect(disconnect).toHaveBeenCalledWith(true);
   });
 
+  it("leaves a client that is reconnecting alone: it is asking the sentinels already", async () => {
+    const { recheck, ask, disconnect, client } = setup(() => ["10.0.0.2:6379"]);
+    client.status = "reconnecting";
+    recheck.failed();
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(ask).not.toHaveBeenCalled();
+    expect(disconnect).not.toHaveBeenCalled();
+    // Ready again (on the old master, say): now it may be told to move.
+    client.status = "ready";
+    await vi.advanceTimersByTimeAsync(200);
+    expect(disconnect).toHaveBeenCalledTimes(1);
+  });
+
   it("one question at a time: a sentinel slower than the interval is not asked again meanwhile", async () => {
     vi.useFakeTimers();
     let answer: (v: (string | undefined)[]) => void = () => {};
     const ask = vi.fn(() => new Promise<(string | undefined)[]>((r) => (answer = r)));
     const recheck = new SentinelRecheck({
-      client: { disconnect: vi.fn() } as unknown as Redis,
+      client: { status: "ready", disconnect: vi.fn() } as unknown as Redis,
       ask,
       sentinelCount: 1,
       current: () => "10.0.0.1:6379",

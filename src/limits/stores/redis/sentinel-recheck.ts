@@ -93,10 +93,16 @@ export class SentinelRecheck {
     if (this.asking) return;
     this.asking = true;
     try {
+      // Only a client that is on a master can be stuck on the wrong one. One reconnecting
+      // (after a kill, or after this very recheck) is already asking the sentinels: leaving
+      // it again would abort that, and a reconnection slower than the interval (a busy
+      // machine) never finished (every gateway degraded for good in bench:failover).
+      if (this.options.client.status !== "ready") return;
       const current = this.options.current();
       if (current === "") return;
       const named = await this.options.ask();
-      if (this.closed || this.timer === undefined) return;
+      if (this.closed || this.timer === undefined || this.options.client.status !== "ready") return;
+      if (this.options.current() !== current) return;
       if (masterToMoveTo(current, named, this.options.sentinelCount) === undefined) return;
       // disconnect(true) reconnects through the sentinels, as +switch-master does; the "ready"
       // that follows names the new master (watchMaster). It ends the socket gracefully, which
