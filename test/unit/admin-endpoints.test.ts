@@ -1,7 +1,7 @@
 // The operator API's endpoints called as the router calls them (src/admin/endpoints/): what
 // each reads and writes, and what it answers, with a fake store and no router or socket.
 import { describe, expect, it } from "vitest";
-import { callerEndpoints } from "../../src/admin/endpoints/callers.js";
+import { callerEndpoints, denialCount, newestFirst } from "../../src/admin/endpoints/callers.js";
 import { showConfig } from "../../src/admin/endpoints/config.js";
 import { topCount, topDenials } from "../../src/admin/endpoints/denials.js";
 import { reloadConfig } from "../../src/admin/endpoints/reload.js";
@@ -155,6 +155,22 @@ describe("GET /admin/callers/{caller...}", () => {
       ],
       recent_denials: [{ time: new Date(NOW).toISOString(), route: "default", limits: ["team.global"] }],
     });
+  });
+
+  it("lists recent denials newest first across instances, as many as ?limit= asks", () => {
+    // As two instances flushed them: each its own second's denials, interleaved in the log.
+    const log = [3, 1, 4, 2, 5].map((s) => ({
+      atMs: NOW + s * 1000,
+      route: `r${s}`,
+      limits: ["team.global"],
+    }));
+    expect(newestFirst(log, denialCount(null)).map((d) => d.route)).toEqual(["r5", "r4", "r3", "r2", "r1"]);
+    expect(newestFirst(log, denialCount("2")).map((d) => d.route)).toEqual(["r5", "r4"]);
+    expect([denialCount("0"), denialCount("1000"), denialCount("x"), denialCount("2.7")]).toEqual([
+      1, 50, 50, 2,
+    ]);
+    // The log as it was: not reordered in place.
+    expect(log.map((d) => d.route)).toEqual(["r3", "r1", "r4", "r2", "r5"]);
   });
 
   it("a JWT caller takes its plan and tenant from the query", async () => {

@@ -8,7 +8,13 @@ import type { Runtime } from "../../config/compile.js";
 import type { Limiter } from "../../limits/limiter.js";
 import type { PlannedLimit } from "../../limits/plan.js";
 import type { LimitCheck } from "../../limits/spec.js";
-import type { DenialLog, Inspector, ListKeysBounds } from "../../limits/stores/contract.js";
+import {
+  DENIAL_LOG_MAX,
+  type Denial,
+  type DenialLog,
+  type Inspector,
+  type ListKeysBounds,
+} from "../../limits/stores/contract.js";
 import { yamlClient } from "../../operator-state/api-key-lookup.js";
 import type { KeyStore } from "../../operator-state/api-keys.js";
 import type { AuditLog } from "../../operator-state/audit.js";
@@ -193,7 +199,7 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
                 : [sharedByValues(s, caller)],
             ),
           }),
-      recent_denials: denials.map((d) => ({
+      recent_denials: newestFirst(denials, denialCount(request.query.get("limit"))).map((d) => ({
         time: new Date(d.atMs).toISOString(),
         route: d.route,
         limits: d.limits,
@@ -221,6 +227,23 @@ export function callerEndpoints(deps: CallerEndpointDeps): { show: AdminHandler;
   }
 
   return { show, reset };
+}
+
+/**
+ * `?limit=N` on a caller's answer: how many recent denials it lists (1 to DENIAL_LOG_MAX, the
+ * most a caller's log keeps; all of them by default).
+ */
+export function denialCount(limit: string | null): number {
+  const n = Number(limit ?? DENIAL_LOG_MAX);
+  return Number.isFinite(n) ? Math.min(Math.max(Math.trunc(n), 1), DENIAL_LOG_MAX) : DENIAL_LOG_MAX;
+}
+
+/**
+ * The log's denials newest first, the first `n`. The log holds them in the order instances
+ * flushed them (each once a second), so two instances' denials interleave out of time order.
+ */
+export function newestFirst(denials: readonly Denial[], n: number): Denial[] {
+  return [...denials].sort((a, b) => b.atMs - a.atMs).slice(0, n);
 }
 
 /** A limit's state with its `by` after its name. */
