@@ -10,6 +10,8 @@ import type { Gateway } from "./gateway/gateway.js";
 const USAGE = `usage: tollgate [--config PATH] [--check]
        tollgate keys create|list|revoke|rotate ...
        tollgate overrides set|list|delete ...
+       tollgate callers CALLER | denials [--top N] | usage CALLER [--period P]
+       tollgate reset CALLER | reload | config
        tollgate usage export [--period P] [--format csv|jsonl] ...
 
   --config PATH   the YAML config (default: $TOLLGATE_CONFIG, else config/gateway.yaml)
@@ -21,7 +23,13 @@ const USAGE = `usage: tollgate [--config PATH] [--check]
 commands, against a running gateway's admin API at $TOLLGATE_ADMIN_URL with $TOLLGATE_ADMIN_TOKEN:
   keys            issue, list, revoke and rotate API keys (tollgate keys --help)
   overrides       size one caller's limit for a while (tollgate overrides --help)
-  usage export    every caller's usage of a period, for billing (tollgate usage --help)
+  callers         one caller's limits, remaining and recent denials (tollgate callers --help)
+  denials         the callers denied most in the last hour
+  usage           one caller's usage of a period; usage export: every caller's, for billing
+  reset           forget one caller's limit state, on every instance
+  reload          read the config file again; its errors as FILE:LINE:COLUMN
+  config          the running config (secrets shown as "set")
+  each with --json for the admin API's answer as it is
 `;
 
 interface Args {
@@ -109,7 +117,11 @@ async function run(file: string): Promise<void> {
 
 const argv = process.argv.slice(2);
 const args: Args | { exit: number; message: string } | { admin: string[] } | { usage: string[] } =
-  argv[0] === "usage" ? { usage: argv } : isAdminGroup(argv[0]) ? { admin: argv } : parseArgs(argv);
+  argv[0] === "usage" && argv[1] === "export"
+    ? { usage: argv }
+    : isAdminGroup(argv[0])
+      ? { admin: argv }
+      : parseArgs(argv);
 if ("usage" in args) {
   const { runUsageExport } = await import("./cli/usage-export.js");
   process.exitCode = await runUsageExport(args.usage, {

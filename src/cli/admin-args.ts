@@ -15,6 +15,13 @@ export interface AdminRequest {
 export type AnswerShape =
   | "key-issued"
   | "key-list"
+  | "key-page"
+  | "caller"
+  | "caller-reset"
+  | "denials-top"
+  | "usage-report"
+  | "reloaded"
+  | "config"
   | "key-revoked"
   | "override-set"
   | "override-list"
@@ -35,7 +42,16 @@ export type ParsedAdminCommand =
   | { kind: "usage"; message: string };
 
 /** The words that start an admin command (the first argument). */
-export const ADMIN_GROUPS = ["keys", "overrides"] as const;
+export const ADMIN_GROUPS = [
+  "keys",
+  "overrides",
+  "callers",
+  "denials",
+  "usage",
+  "reset",
+  "reload",
+  "config",
+] as const;
 export type AdminGroup = (typeof ADMIN_GROUPS)[number];
 
 export function isAdminGroup(word: string | undefined): word is AdminGroup {
@@ -52,14 +68,16 @@ Exit status: 0 done; 1 the admin API refused (its detail on stderr) or could not
 `;
 
 export const KEYS_USAGE = `usage: tollgate keys create --client ID --plan PLAN [--tenant T] [--expires-in 30d] [--json]
-       tollgate keys list --client ID [--json]
+       tollgate keys list [--client ID] [--plan P] [--tenant T] [--limit N] [--cursor C] [--json]
        tollgate keys revoke ID [--json]
        tollgate keys rotate ID [--grace 2s] [--json]
 
   create   issue an API key for a client on a plan. The key is printed once and never again:
            only its SHA-256 is stored. --expires-in ends it by itself (default: never).
-  list     the client's keys: id, fingerprint (the first 12 hex digits of the key's SHA-256),
-           plan, tenant, created, expires; never the key
+  list     keys issued at runtime: id, fingerprint (the first 12 hex digits of the key's
+           SHA-256), client, plan, tenant, created, expires; never the key. --client lists
+           one client's; without it every client's, --limit (default 100) a page, the next
+           page with the --cursor the last one printed; --plan and --tenant keep those
   revoke   refuse the key, on every instance within a second
   rotate   issue a successor (same client, plan, tenant and expiry), printed once; the old key
            keeps working for --grace (default 0s: not at all), then is refused
@@ -83,6 +101,51 @@ export const OVERRIDES_USAGE = `usage: tollgate overrides set CALLER LIMIT SIZE.
 
   CALLER is client:<id> or tenant:<id>; LIMIT is <plan>.<key> or <route>.<name>, e.g.
   tollgate overrides set client:acme pro.global --burst 2000 --rate 1000/s --expires-in 7d --reason "launch week"
+
+${FOOTER}`;
+
+export const CALLERS_USAGE = `usage: tollgate callers CALLER [--plan P] [--tenant T] [--denials N] [--json]
+
+  Every limit CALLER meets, with its limit, remaining and reset, read without consuming
+  anything, and its recent denials, newest first (--denials: at most N, default all the log
+  keeps: 50 over the last hour). CALLER is client:<id>, tenant:<id> or ip:<address>; --plan
+  and --tenant read a caller the config does not name (a JWT's) under that plan.
+
+${FOOTER}`;
+
+export const DENIALS_USAGE = `usage: tollgate denials [--top N] [--json]
+
+  The callers denied most over the last hour, across every instance (default: the top 10).
+
+${FOOTER}`;
+
+export const USAGE_USAGE = `usage: tollgate usage CALLER [--period YYYY-MM|YYYY-MM-DD] [--json]
+       tollgate usage export ... (tollgate usage export --help)
+
+  What CALLER used of its budgets in a month or a day (default: this month): requests,
+  tokens and dollars per budget. The billing export of every caller is tollgate usage export.
+
+${FOOTER}`;
+
+export const RESET_USAGE = `usage: tollgate reset CALLER [--json]
+
+  Forget every limit state of CALLER (client:<id>, tenant:<id> or ip:<address>) and its
+  denial log, on every instance within a second: its next request starts afresh. Audited.
+  Limits it shares with others (a route budget) stay: reset those by name in the admin API.
+
+${FOOTER}`;
+
+export const RELOAD_USAGE = `usage: tollgate reload [--json]
+
+  Read the config file again, as SIGHUP does. A file with errors is refused with each one as
+  FILE:LINE:COLUMN, and the previous config keeps serving (exit 1). Audited.
+
+${FOOTER}`;
+
+export const CONFIG_USAGE = `usage: tollgate config [--json]
+
+  The running config as the gateway holds it (secrets shown as "set"), with its version and
+  when it was loaded.
 
 ${FOOTER}`;
 
@@ -132,13 +195,12 @@ const KEYS: Readonly<Record<string, Subcommand>> = {
   list: {
     usage: KEYS_USAGE,
     positionals: [],
-    flags: { client: "text" },
-    // The admin API lists one client's keys at a time (GET /admin/keys?client=).
-    required: ["client"],
+    flags: { client: "text", plan: "text", tenant: "text", limit: "count", cursor: "text" },
+    required: [],
     shape: "key-list",
     request: (_p, flags) => ({
       method: "GET",
-      path: `/admin/keys?${new URLSearchParams({ client: String(flags.get("client")) })}`,
+      path: withQuery("/admin/keys", query(flags, ["client", "plan", "tenant", "limit", "cursor"])),
     }),
   },
   revoke: {
@@ -209,8 +271,89 @@ const OVERRIDES: Readonly<Record<string, Subcommand>> = {
   },
 };
 
+/** The flags `names` that were given, as a query string (`--denials 5` → `denials=5`). */
+function query(
+  flags: ReadonlyMap<string, string | number>,
+  names: readonly string[],
+  as: Record<string, string> = {},
+): string {
+  const q = new URLSearchParams();
+  for (const name of names) {
+    const value = flags.get(name);
+    if (value !== undefined) q.set(as[name] ?? name, String(value));
+  }
+  return q.toString();
+}
+
+/** `path` with `?query` when there is one. */
+const withQuery = (path: string, q: string) => (q ? `${path}?${q}` : path);
+
+/** Commands of one word: `tollgate callers client:acme`, `tollgate reload`. */
+const DIRECT: Readonly<Record<Exclude<AdminGroup, "keys" | "overrides">, Subcommand>> = {
+  callers: {
+    usage: CALLERS_USAGE,
+    positionals: ["CALLER"],
+    flags: { plan: "text", tenant: "text", denials: "count" },
+    required: [],
+    shape: "caller",
+    request: ([caller], flags) => ({
+      method: "GET",
+      path: withQuery(
+        `/admin/callers/${seg(caller!)}`,
+        query(flags, ["plan", "tenant", "denials"], { denials: "limit" }),
+      ),
+    }),
+  },
+  denials: {
+    usage: DENIALS_USAGE,
+    positionals: [],
+    flags: { top: "count" },
+    required: [],
+    shape: "denials-top",
+    request: (_p, flags) => ({
+      method: "GET",
+      path: withQuery("/admin/denials/top", query(flags, ["top"], { top: "n" })),
+    }),
+  },
+  usage: {
+    usage: USAGE_USAGE,
+    positionals: ["CALLER"],
+    flags: { period: "text" },
+    required: [],
+    shape: "usage-report",
+    request: ([caller], flags) => ({
+      method: "GET",
+      path: withQuery(`/admin/usage/${seg(caller!)}`, query(flags, ["period"])),
+    }),
+  },
+  reset: {
+    usage: RESET_USAGE,
+    positionals: ["CALLER"],
+    flags: {},
+    required: [],
+    shape: "caller-reset",
+    request: ([caller]) => ({ method: "DELETE", path: `/admin/callers/${seg(caller!)}` }),
+  },
+  reload: {
+    usage: RELOAD_USAGE,
+    positionals: [],
+    flags: {},
+    required: [],
+    shape: "reloaded",
+    request: () => ({ method: "POST", path: "/admin/reload" }),
+  },
+  config: {
+    usage: CONFIG_USAGE,
+    positionals: [],
+    flags: {},
+    required: [],
+    shape: "config",
+    request: () => ({ method: "GET", path: "/admin/config" }),
+  },
+};
+
 const GROUPS: Readonly<
-  Record<AdminGroup, { usage: string; subcommands: Readonly<Record<string, Subcommand>> }>
+  Record<"keys" | "overrides", { usage: string; subcommands: Readonly<Record<string, Subcommand>> }>
 > = {
   keys: { usage: KEYS_USAGE, subcommands: KEYS },
   overrides: { usage: OVERRIDES_USAGE, subcommands: OVERRIDES },
@@ -222,6 +365,11 @@ const isHelp = (arg: string) => arg === "--help" || arg === "-h";
 export function parseAdminCommand(argv: readonly string[]): ParsedAdminCommand {
   const groupName = argv[0];
   if (!isAdminGroup(groupName)) throw new Error(`not an admin command: ${groupName}`);
+  if (groupName !== "keys" && groupName !== "overrides") {
+    const rest = argv.slice(1);
+    if (rest[0] === "help") return { kind: "help", text: DIRECT[groupName].usage };
+    return parseSubcommand(groupName, DIRECT[groupName], rest);
+  }
   const group = GROUPS[groupName];
   const word = argv[1];
   if (word === undefined)
@@ -233,8 +381,11 @@ export function parseAdminCommand(argv: readonly string[]): ParsedAdminCommand {
       kind: "usage",
       message: `unknown command "${groupName} ${word}": ${groupName} takes ${Object.keys(group.subcommands).join(", ")}\n\n${group.usage}`,
     };
-  const name = `${groupName} ${word}`;
-  const rest = argv.slice(2);
+  return parseSubcommand(`${groupName} ${word}`, sub, argv.slice(2));
+}
+
+/** The words after a command's name: its positionals and flags, or why they are not. */
+function parseSubcommand(name: string, sub: Subcommand, rest: readonly string[]): ParsedAdminCommand {
   if (rest.some(isHelp)) return { kind: "help", text: sub.usage };
   const usage = (why: string): ParsedAdminCommand => ({
     kind: "usage",

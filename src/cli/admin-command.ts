@@ -1,4 +1,5 @@
-// `tollgate keys …` and `tollgate overrides …`: words → one admin API request → what it printed,
+// `tollgate keys …`, `overrides …`, `callers`, `denials`, `usage CALLER`, `reset`, `reload` and
+// `config`: words → one admin API request → what it printed,
 // and the exit status. Output goes through `io`, so the whole command runs in a unit test with a
 // fake transport. Exit statuses follow the gateway's own flags (64 bad usage, 2 a setting to fix):
 // 0 done; 1 the admin API refused, failed or could not be reached; 2 TOLLGATE_ADMIN_URL or
@@ -21,7 +22,7 @@ export interface AdminIo {
   timeoutMs?: number;
 }
 
-/** `argv` as given after `tollgate`, its first word `keys` or `overrides`; resolves to the exit status. */
+/** `argv` as given after `tollgate`, its first word one of ADMIN_GROUPS; resolves to the exit status. */
 export async function runAdminCommand(argv: readonly string[], io: AdminIo): Promise<number> {
   const parsed = parseAdminCommand(argv);
   if (parsed.kind === "help") {
@@ -82,7 +83,7 @@ export async function runAdminCommand(argv: readonly string[], io: AdminIo): Pro
  */
 export function refusal(reply: Extract<AdminReply, { kind: "answer" }>): string {
   const verb = reply.status >= 500 ? "failed" : "refused";
-  let problem: { type?: unknown; detail?: unknown } | undefined;
+  let problem: { type?: unknown; detail?: unknown; errors?: unknown } | undefined;
   if (/json/i.test(reply.contentType))
     try {
       const parsed: unknown = JSON.parse(reply.text);
@@ -97,5 +98,12 @@ export function refusal(reply: Extract<AdminReply, { kind: "answer" }>): string 
     reply.status === 401
       ? " (is TOLLGATE_ADMIN_TOKEN one of the gateway's admin tokens, and TOLLGATE_ADMIN_URL its admin listener?)"
       : "";
-  return `the admin API ${verb} (${reply.status}${code}): ${printable(problem.detail)}${hint}`;
+  // A refused reload lists its problems, one FILE:LINE:COLUMN each: the operator's to fix.
+  const errors = Array.isArray(problem.errors)
+    ? problem.errors
+        .filter((e): e is string => typeof e === "string")
+        .map((e) => `\n  ${printable(e)}`)
+        .join("")
+    : "";
+  return `the admin API ${verb} (${reply.status}${code}): ${printable(problem.detail)}${hint}${errors}`;
 }

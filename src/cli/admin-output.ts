@@ -62,8 +62,18 @@ function issued(body: unknown): Printed {
   return { stdout: out, stderr };
 }
 
-/** GET /admin/keys?client=: never a key, its fingerprint. */
-function keyList(body: unknown): Printed {
+/**
+ * GET /admin/keys?client= (a list) or GET /admin/keys (a page: `{ keys, next_cursor }`): never
+ * a key, its fingerprint. A page that has a next one says how to ask for it, on stderr.
+ */
+function keyList(answer: unknown): Printed {
+  if (isObject(answer)) {
+    if (!Array.isArray(answer.keys)) return { unreadable: "the answer is not a list of keys" };
+    const printed = keyList(answer.keys);
+    if ("unreadable" in printed || !isText(answer.next_cursor)) return printed;
+    return { ...printed, stderr: `more: tollgate keys list --cursor ${printable(answer.next_cursor)}\n` };
+  }
+  const body = answer;
   if (!Array.isArray(body) || !body.every(isObject))
     return { unreadable: "the answer is not a list of keys" };
   if (body.length === 0) return { stdout: "no keys (none issued, or all revoked or expired)\n", stderr: "" };
@@ -155,13 +165,135 @@ function overrideRemoved(body: unknown): Printed {
   };
 }
 
+function seconds(value: unknown): string {
+  return typeof value === "number" ? `${value}s` : "-";
+}
+
+/** A limit's row: name, limit, remaining, reset, and a mark when an override sizes it. */
+function limitRow(l: Json): string[] {
+  const marks = [
+    ...(l.shadow === true ? ["shadow"] : []),
+    ...(l.override === true ? ["client override"] : []),
+    ...(isObject(l.runtime_override) ? [`override until ${cell(l.runtime_override.expires_at)}`] : []),
+    ...(isText(l.by) ? [`by ${printable(l.by)}`] : []),
+    ...(isText(l.route) ? [`route ${printable(l.route)}`] : []),
+  ];
+  return [cell(l.name), cell(l.limit), cell(l.remaining), seconds(l.reset_seconds), marks.join(", ") || "-"];
+}
+
+/** GET /admin/callers/{caller}: its limits, then its recent denials. */
+function caller(body: unknown): Printed {
+  if (!isObject(body) || !isText(body.caller) || !Array.isArray(body.limits) || !body.limits.every(isObject))
+    return { unreadable: "no caller and limits in the answer" };
+  const whose = [
+    `plan ${cell(body.plan)}`,
+    ...(isText(body.tenant) ? [`tenant ${printable(body.tenant)}`] : []),
+  ];
+  let out = `${printable(body.caller)} (${whose.join(", ")})\n\n`;
+  const limits = [
+    ...body.limits,
+    ...(Array.isArray(body.keyed_limits) ? body.keyed_limits.filter(isObject) : []),
+    ...(Array.isArray(body.shared_limits) ? body.shared_limits.filter(isObject) : []),
+  ];
+  out += limits.length
+    ? table(["LIMIT", "SIZE", "REMAINING", "RESET", "NOTE"], limits.map(limitRow))
+    : "no limits apply\n";
+  if (body.keyed_limits_truncated === true) out += "(more keyed limits than listed)\n";
+  const denials = Array.isArray(body.recent_denials) ? body.recent_denials.filter(isObject) : [];
+  out += "\n";
+  out += denials.length
+    ? table(
+        ["DENIED AT", "ROUTE", "LIMITS"],
+        denials.map((d) => [
+          cell(d.time),
+          cell(d.route),
+          Array.isArray(d.limits) ? d.limits.map(cell).join(", ") : "-",
+        ]),
+      )
+    : "no denials in the last hour\n";
+  return { stdout: out, stderr: "" };
+}
+
+function callerReset(body: unknown): Printed {
+  if (!isObject(body) || !isText(body.caller)) return { unreadable: "no caller in the answer" };
+  const deleted = typeof body.keys_deleted === "number" ? body.keys_deleted : 0;
+  let out = `reset ${printable(body.caller)}: ${deleted} stored state${deleted === 1 ? "" : "s"} forgotten\n`;
+  if (body.keyed_limits_truncated === true) out += "some keyed limits were past the listing and stay\n";
+  return { stdout: out, stderr: "" };
+}
+
+function denialsTop(body: unknown): Printed {
+  if (!isObject(body) || !Array.isArray(body.callers) || !body.callers.every(isObject))
+    return { unreadable: "no callers in the answer" };
+  if (body.callers.length === 0) return { stdout: "no caller was denied in the last hour\n", stderr: "" };
+  return {
+    stdout: table(
+      ["CALLER", "DENIALS (LAST HOUR)"],
+      body.callers.map((c) => [cell(c.caller), cell(c.denials)]),
+    ),
+    stderr: "",
+  };
+}
+
+function usageReport(body: unknown): Printed {
+  if (!isObject(body) || !isText(body.caller) || !isObject(body.limits))
+    return { unreadable: "no caller and limits in the answer" };
+  const head = `${printable(body.caller)}, ${cell(body.period)}${isText(body.tenant) ? `, tenant ${printable(body.tenant)}` : ""}\n\n`;
+  const rows = Object.entries(body.limits).map(([name, t]) => {
+    const totals = isObject(t) ? t : {};
+    return [
+      printable(name),
+      cell(totals.requests),
+      cell(totals.tokens),
+      totals.usd === undefined ? "-" : `$${cell(totals.usd)}`,
+    ];
+  });
+  return {
+    stdout:
+      head +
+      (rows.length ? table(["BUDGET", "REQUESTS", "TOKENS", "USD"], rows) : "nothing used in this period\n"),
+    stderr: "",
+  };
+}
+
+function reloaded(body: unknown): Printed {
+  if (!isObject(body) || !isText(body.version)) return { unreadable: "no version in the answer" };
+  let out = `reloaded: version ${printable(body.version)}`;
+  out += body.changed === false ? " (the file had not changed)\n" : "\n";
+  const stderr =
+    Array.isArray(body.restart_required) && body.restart_required.length
+      ? `warning: these take effect only after a restart: ${body.restart_required.map(cell).join(", ")}\n`
+      : "";
+  return { stdout: out, stderr };
+}
+
+/** GET /admin/config: the document itself, indented. */
+function config(body: unknown): Printed {
+  if (!isObject(body)) return { unreadable: "the answer is not a config" };
+  // JSON escapes C0 characters in strings, not C1 ones: each line made printable.
+  return { stdout: `${JSON.stringify(body, null, 2).split("\n").map(printable).join("\n")}\n`, stderr: "" };
+}
+
 /** A successful answer (2xx, JSON parsed) as people read it. */
 export function formatAnswer(shape: AnswerShape, status: number, body: unknown): Printed {
   switch (shape) {
     case "key-issued":
       return issued(body);
     case "key-list":
+    case "key-page":
       return keyList(body);
+    case "caller":
+      return caller(body);
+    case "caller-reset":
+      return callerReset(body);
+    case "denials-top":
+      return denialsTop(body);
+    case "usage-report":
+      return usageReport(body);
+    case "reloaded":
+      return reloaded(body);
+    case "config":
+      return config(body);
     case "key-revoked":
       return revoked(body);
     case "override-set":

@@ -17,6 +17,7 @@
 // second gateway, a worker) never sees them. Bounded by MEMORY_KEYS_MAX.
 
 import { createHash, randomBytes } from "node:crypto";
+import calculateSlot from "cluster-key-slot";
 import type { Cluster, Redis } from "ioredis";
 import { Boundary } from "../limits/stores/redis/boundary.js";
 import type { ChangeFeed, RedisChangeFeed, WriteCommand } from "./changes.js";
@@ -59,6 +60,12 @@ export interface KeyStore {
   create(spec: NewKey): Promise<IssuedKey>;
   /** The client's keys that have not expired, oldest first. */
   list(client: string): Promise<StoredKey[]>;
+  /**
+   * Every client's keys, a page at a time: about `limit` from `cursor` ("0" starts), and the
+   * cursor of the next page (null: this was the last). A key issued during the walk may or may
+   * not be listed; none is listed twice on a single Redis.
+   */
+  listAll(cursor: string, limit: number): Promise<KeyPage>;
   /** Revokes the key at once (on every instance within the propagation bound); undefined: no such id. */
   revoke(id: string): Promise<StoredKey | undefined>;
   /**
@@ -71,6 +78,14 @@ export interface KeyStore {
   /** The request path's lookup: the key whose SHA-256 is `hash`, unless absent or expired. */
   lookup(hash: string): Promise<StoredKey | undefined>;
 }
+
+export interface KeyPage {
+  keys: StoredKey[];
+  next: string | null;
+}
+
+/** A page cursor: a SCAN cursor (an unsigned 64-bit number) or the memory store's offset. */
+export const KEY_CURSOR = /^\d{1,20}$/;
 
 /** Keys one client may hold (listing reads them all). */
 export const KEYS_PER_CLIENT_MAX = 1000;
@@ -144,6 +159,14 @@ function record(spec: NewKey, id: string, hash: string, nowMs: number): StoredKe
 }
 
 // --- Redis -------------------------------------------------------------------------------------
+
+/** The cluster slot of "{rt}", where every runtime key lives. */
+const RT_SLOT = calculateSlot("{rt}");
+
+/** `text` with glob characters escaped, for SCAN's MATCH. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, "\\$&");
+}
 
 export function keyHashKey(prefix: string, hash: string): string {
   return `${prefix}{rt}:key:${hash}`;
@@ -278,6 +301,42 @@ export class RedisKeyStore implements KeyStore {
     // Expired keys leave their id in the set; the first list after drops it.
     if (gone.length) await this.boundary.bounded(this.client.srem(setKey, ...gone)).catch(() => {});
     return found.sort((a, b) => a.createdAtMs - b.createdAtMs || a.id.localeCompare(b.id));
+  }
+
+  async listAll(cursor: string, limit: number): Promise<KeyPage> {
+    const node = this.nodeOfKeys();
+    const pattern = `${globEscape(this.prefix)}{rt}:keyid:*`;
+    const ids: string[] = [];
+    let next = cursor;
+    // A few SCAN calls at most per page: MATCH filters after COUNT, so a sparse keyspace gives
+    // short pages rather than a long wait.
+    for (let calls = 0; calls < 8 && ids.length < limit; calls++) {
+      const [after, keys] = await this.boundary.bounded(
+        node.scan(next, "MATCH", pattern, "COUNT", limit * 4),
+      );
+      next = after;
+      for (const k of keys) ids.push(k.slice(k.lastIndexOf(":") + 1));
+      if (next === "0") break;
+    }
+    const found = (await Promise.all([...new Set(ids)].map((id) => this.byId(id)))).filter(
+      (r): r is StoredKey => r !== undefined,
+    );
+    return {
+      keys: found.sort((a, b) => a.createdAtMs - b.createdAtMs || a.id.localeCompare(b.id)),
+      next: next === "0" ? null : next,
+    };
+  }
+
+  /** The server holding the runtime keys: all under the {rt} tag, so one master of a cluster. */
+  private nodeOfKeys(): Redis {
+    const client = this.client;
+    if (!("nodes" in client)) return client;
+    // ioredis' slot map: slot → ["host:port" of its master, replicas…].
+    const slots = (client as unknown as { slots: string[][] }).slots;
+    const master = slots[RT_SLOT]?.[0];
+    const node = client.nodes("master").find((n) => `${n.options.host}:${n.options.port}` === master);
+    if (!node) throw this.boundary.toStoreError(new Error(`no master is known for the slot of {rt} yet`));
+    return node;
   }
 
   async revoke(id: string): Promise<StoredKey | undefined> {
@@ -425,6 +484,16 @@ export class MemoryKeyStore implements KeyStore {
     const now = this.now();
     const out = [...this.byHash.values()].filter((r) => r.client === client && !expired(r, now));
     return Promise.resolve(out.sort((a, b) => a.createdAtMs - b.createdAtMs || a.id.localeCompare(b.id)));
+  }
+
+  listAll(cursor: string, limit: number): Promise<KeyPage> {
+    const now = this.now();
+    const all = [...this.byHash.values()]
+      .filter((r) => !expired(r, now))
+      .sort((a, b) => a.createdAtMs - b.createdAtMs || a.id.localeCompare(b.id));
+    const from = Number(cursor);
+    const keys = all.slice(from, from + limit);
+    return Promise.resolve({ keys, next: from + limit < all.length ? String(from + limit) : null });
   }
 
   private byId(id: string): StoredKey | undefined {

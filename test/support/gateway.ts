@@ -66,6 +66,8 @@ export async function startGateway(
 
 export interface GatewayProcess {
   child: ChildProcess;
+  /** The YAML file it runs: write it and reload to change its config. */
+  configFile: string;
   url: string;
   adminUrl: string;
   lines: Record<string, unknown>[];
@@ -83,7 +85,8 @@ export async function spawnGateway(
   env: Record<string, string> = {},
   prefix: string[] = [],
 ): Promise<GatewayProcess> {
-  const argv = [...prefix, process.execPath, CLI, "--config", writeConfig(yaml)];
+  const configFile = writeConfig(yaml);
+  const argv = [...prefix, process.execPath, CLI, "--config", configFile];
   const child = spawn(argv[0]!, argv.slice(1), {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -119,6 +122,7 @@ export async function spawnGateway(
   const ready = await listening.finally(() => clearTimeout(startTimer));
   return {
     child,
+    configFile,
     url: String(ready.proxy),
     adminUrl: String(ready.admin),
     lines,

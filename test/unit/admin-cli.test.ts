@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { type AdminRequest, parseAdminCommand } from "../../src/cli/admin-args.js";
 import { adminTarget, type Transport, whyUnreachable } from "../../src/cli/admin-client.js";
-import { type AdminIo, runAdminCommand } from "../../src/cli/admin-command.js";
+import { type AdminIo, refusal, runAdminCommand } from "../../src/cli/admin-command.js";
 import { formatAnswer, printable, table } from "../../src/cli/admin-output.js";
 
 const TOKEN = "ops-token-0123456789abcdef";
@@ -163,7 +163,13 @@ describe("parsing a command line", () => {
         ["keys", "create", "--client", "a", "--plan", "p", "extra"],
         'keys create: unexpected argument "extra"',
       ],
-      [["keys", "list"], "keys list: give --client"],
+      [["keys", "list", "--limit", "ten"], "keys list: --limit takes a whole number, e.g. --limit 20"],
+      [["callers"], "callers: give CALLER"],
+      [["callers", "client:a", "client:b"], 'callers: unexpected argument "client:b"'],
+      [["denials", "--top"], "denials: --top needs a value"],
+      [["usage", "client:a", "--format", "csv"], 'usage: unknown argument "--format"'],
+      [["reset"], "reset: give CALLER"],
+      [["reload", "now"], 'reload: unexpected argument "now"'],
       [["keys", "revoke"], "keys revoke: give ID"],
       [["keys", "revoke", "key_a", "key_b"], 'keys revoke: unexpected argument "key_b"'],
       [["keys", "rotate", "key_a", "--grace"], "keys rotate: --grace needs a value"],
@@ -187,8 +193,49 @@ describe("parsing a command line", () => {
     ];
     for (const [argv, first] of cases) expect(usageOf(argv), argv.join(" ")).toBe(first);
     // The usage of the group follows, so the fix is on the screen.
-    const whole = parseAdminCommand(["keys", "list"]);
+    const whole = parseAdminCommand(["keys", "list", "--limit", "x"]);
     expect(whole.kind === "usage" && whole.message).toContain("usage: tollgate keys create --client ID");
+  });
+
+  it("callers, denials, usage, reset, reload, config and every key: method and path", () => {
+    expect(request(["keys", "list"])).toEqual({ method: "GET", path: "/admin/keys", json: false });
+    expect(request(["keys", "list", "--plan", "pro", "--limit", "20", "--cursor", "42"])).toEqual({
+      method: "GET",
+      path: "/admin/keys?plan=pro&limit=20&cursor=42",
+      json: false,
+    });
+    expect(request(["callers", "client:team/a b", "--denials", "5", "--json"])).toEqual({
+      method: "GET",
+      path: "/admin/callers/client%3Ateam%2Fa%20b?limit=5",
+      json: true,
+    });
+    expect(request(["callers", "client:bob", "--plan", "pro"])).toEqual({
+      method: "GET",
+      path: "/admin/callers/client%3Abob?plan=pro",
+      json: false,
+    });
+    expect(request(["denials"])).toEqual({ method: "GET", path: "/admin/denials/top", json: false });
+    expect(request(["denials", "--top", "3"])).toEqual({
+      method: "GET",
+      path: "/admin/denials/top?n=3",
+      json: false,
+    });
+    expect(request(["usage", "tenant:acme", "--period", "2026-12"])).toEqual({
+      method: "GET",
+      path: "/admin/usage/tenant%3Aacme?period=2026-12",
+      json: false,
+    });
+    expect(request(["reset", "ip:10.0.0.1"])).toEqual({
+      method: "DELETE",
+      path: "/admin/callers/ip%3A10.0.0.1",
+      json: false,
+    });
+    expect(request(["reload"])).toEqual({ method: "POST", path: "/admin/reload", json: false });
+    expect(request(["config", "--json"])).toEqual({ method: "GET", path: "/admin/config", json: true });
+    for (const word of ["callers", "denials", "usage", "reset", "reload", "config"]) {
+      const help = parseAdminCommand([word, "--help"]);
+      expect(help.kind === "help" && help.text, word).toMatch(new RegExp(`^usage: tollgate ${word}`));
+    }
   });
 
   it("answers --help (anywhere) and `help` with the group's usage", () => {
@@ -418,11 +465,102 @@ describe("what people read", () => {
     });
   });
 
+  it("a caller's limits and denials, usage, the top list, a reset, a reload and a page of keys", () => {
+    const shown = formatAnswer("caller", 200, {
+      caller: "client:evil\u001b[2J",
+      plan: "pro",
+      tenant: null,
+      limits: [
+        { name: "pro.global", limit: 100, remaining: 0, reset_seconds: 36, shadow: false },
+        {
+          name: "pro.chat",
+          limit: 2000,
+          remaining: 1500,
+          reset_seconds: 1,
+          runtime_override: { reason: "launch", expires_at: "2026-12-03T16:00:00.000Z" },
+        },
+      ],
+      recent_denials: [{ time: "2026-12-03T15:00:01.000Z", route: "chat", limits: ["pro.global"] }],
+    });
+    expect(shown).toEqual({
+      stdout: `client:evil\\u001b[2J (plan pro)
+
+LIMIT       SIZE  REMAINING  RESET  NOTE
+pro.global  100   0          36s    -
+pro.chat    2000  1500       1s     override until 2026-12-03T16:00:00.000Z
+
+DENIED AT                 ROUTE  LIMITS
+2026-12-03T15:00:01.000Z  chat   pro.global
+`,
+      stderr: "",
+    });
+    expect(
+      formatAnswer("denials-top", 200, {
+        window_seconds: 3600,
+        callers: [{ caller: "client:a", denials: 7 }],
+      }),
+    ).toEqual({
+      stdout: "CALLER    DENIALS (LAST HOUR)\nclient:a  7\n",
+      stderr: "",
+    });
+    expect(
+      formatAnswer("usage-report", 200, {
+        caller: "tenant:acme",
+        period: "2026-12",
+        limits: { "pro.tenant": { tokens: 1200, requests: 3, usd: 0.012 } },
+      }),
+    ).toEqual({
+      stdout:
+        "tenant:acme, 2026-12\n\nBUDGET      REQUESTS  TOKENS  USD\npro.tenant  3         1200    $0.012\n",
+      stderr: "",
+    });
+    expect(formatAnswer("caller-reset", 200, { caller: "client:a", reset: true, keys_deleted: 3 })).toEqual({
+      stdout: "reset client:a: 3 stored states forgotten\n",
+      stderr: "",
+    });
+    expect(
+      formatAnswer("reloaded", 200, {
+        status: "reloaded",
+        version: "v7",
+        changed: true,
+        restart_required: ["listen"],
+      }),
+    ).toEqual({
+      stdout: "reloaded: version v7\n",
+      stderr: "warning: these take effect only after a restart: listen\n",
+    });
+    const page = formatAnswer("key-list", 200, { keys: [], next_cursor: "1234" });
+    expect(page).toEqual({
+      stdout: "no keys (none issued, or all revoked or expired)\n",
+      stderr: "more: tollgate keys list --cursor 1234\n",
+    });
+    expect(formatAnswer("config", 200, { a: "\u009b31m" })).toEqual({
+      stdout: '{\n  "a": "\\u009b31m"\n}\n',
+      stderr: "",
+    });
+  });
+
+  it("a refused reload prints each problem of the file on a line of its own", () => {
+    const line = refusal({
+      kind: "answer",
+      status: 400,
+      contentType: "application/problem+json",
+      text: JSON.stringify({
+        type: "https://tollgate.dev/problems/config-refused",
+        detail: "the config file was refused; the previous config keeps serving",
+        errors: ['gw.yaml:3:9: plans.pro.global.rate: "fast" is not a rate', "gw.yaml:9:1: routes: required"],
+      }),
+    });
+    expect(line).toBe(
+      'the admin API refused (400 config-refused): the config file was refused; the previous config keeps serving\n  gw.yaml:3:9: plans.pro.global.rate: "fast" is not a rate\n  gw.yaml:9:1: routes: required',
+    );
+  });
+
   it("says an answer it cannot read is unreadable rather than printing half of it", () => {
     expect(formatAnswer("key-issued", 201, { id: "key_a" })).toEqual({
       unreadable: "no id, key and client in the answer",
     });
-    expect(formatAnswer("key-list", 200, { keys: [] })).toEqual({
+    expect(formatAnswer("key-list", 200, { keys: "none" })).toEqual({
       unreadable: "the answer is not a list of keys",
     });
     expect(formatAnswer("override-list", 200, [])).toEqual({
@@ -644,9 +782,9 @@ describe("tollgate keys|overrides against a fake admin API", () => {
 
   it("bad usage is 64 and a missing variable 2, both before any request", async () => {
     const api = fakeApi(200, []);
-    const usage = await run(["keys", "list"], { transport: api.transport });
+    const usage = await run(["callers"], { transport: api.transport });
     expect(usage.code).toBe(64);
-    expect(usage.stderr).toMatch(/^keys list: give --client\n\nusage: tollgate keys/);
+    expect(usage.stderr).toMatch(/^callers: give CALLER\n\nusage: tollgate callers/);
     const help = await run(["overrides", "--help"], { transport: api.transport, env: {} });
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^usage: tollgate overrides set/);

@@ -10,6 +10,7 @@ import { checkKeySpec } from "../../operator-state/api-key-spec.js";
 import {
   fingerprintOf,
   type IssuedKey,
+  KEY_CURSOR,
   KEY_ID,
   KeyBeingReplacedError,
   type KeyStore,
@@ -179,14 +180,48 @@ export function keyEndpoints(deps: KeyEndpointDeps): {
     sendJson(request.res, 201, issuedView(issued, yamlWins(rt, client)));
   }
 
+  /**
+   * `?client=<id>`: that client's keys, as a list. Without it, every client's, a page at a time:
+   * `{ keys, next_cursor }` from `?cursor=` (start: none), about `?limit=` (1–1000, default 100)
+   * per page, kept to those of `?plan=` and `?tenant=` when given (a page may then hold fewer).
+   */
   async function list({ res, query }: AdminRequest): Promise<void> {
     const client = query.get("client");
-    if (!client) {
-      replyProblem(res, "bad_key_request", "name the client whose keys to list: GET /admin/keys?client=<id>");
+    if (client !== null) {
+      if (client === "") {
+        replyProblem(
+          res,
+          "bad_key_request",
+          "client is empty: GET /admin/keys?client=<id>, or no client for every key",
+        );
+        return;
+      }
+      const keys = await fromStore(() => deps.keys().list(client));
+      sendJson(res, 200, keys.map(keyView));
       return;
     }
-    const keys = await fromStore(() => deps.keys().list(client));
-    sendJson(res, 200, keys.map(keyView));
+    const cursor = query.get("cursor") ?? "0";
+    if (!KEY_CURSOR.test(cursor)) {
+      replyProblem(
+        res,
+        "bad_key_request",
+        `cursor "${cursor}" is not one a listing gave: pass next_cursor as it came`,
+      );
+      return;
+    }
+    const limitText = query.get("limit") ?? "100";
+    const limit = Number(limitText);
+    if (!/^\d+$/.test(limitText) || limit < 1 || limit > 1000) {
+      replyProblem(res, "bad_key_request", `limit "${limitText}" is not a whole number from 1 to 1000`);
+      return;
+    }
+    const plan = query.get("plan");
+    const tenant = query.get("tenant");
+    const page = await fromStore(() => deps.keys().listAll(cursor, limit));
+    const keys = page.keys.filter(
+      (k) => (plan === null || k.plan === plan) && (tenant === null || k.tenant === tenant),
+    );
+    sendJson(res, 200, { keys: keys.map(keyView), next_cursor: page.next });
   }
 
   async function revoke(request: AdminRequest): Promise<void> {
