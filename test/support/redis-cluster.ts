@@ -22,15 +22,29 @@ export interface RedisClusterProcess {
   portOf(key: string): Promise<number>;
   /** SIGKILL the master on `port` (a lost shard). */
   kill(port: number): Promise<void>;
+  /** Start a killed node again, empty, with its nodes.conf: it rejoins the cluster. */
+  restart(port: number): Promise<void>;
+  /** With replicas: the port of the node replicating the master on `port`, from CLUSTER NODES. */
+  replicaOf(port: number): Promise<number | undefined>;
   stop(): Promise<void>;
 }
 
-export async function startRedisCluster(): Promise<RedisClusterProcess> {
+/**
+ * Three masters on free ports; with `replicas: 1`, three more nodes, one replicating each
+ * (`ports` still lists the masters first, then the replicas, as `redis-cli --cluster create`
+ * assigns them).
+ */
+export async function startRedisCluster({
+  replicas = 0,
+}: {
+  replicas?: 0 | 1;
+} = {}): Promise<RedisClusterProcess> {
   const dir = mkdtempSync(join(tmpdir(), "tollgate-cluster-"));
-  const ports = [await freePort(), await freePort(), await freePort()];
+  const ports: number[] = [];
+  for (let i = 0; i < 3 * (1 + replicas); i++) ports.push(await freePort());
   const children = new Map<number, ChildProcess>();
-  for (const port of ports) {
-    const child = spawn(
+  const spawnNode = (port: number) =>
+    spawn(
       "redis-server",
       redisArgs(port, [
         "--cluster-enabled",
@@ -46,15 +60,14 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
       ]),
       { stdio: "ignore" },
     );
-    children.set(port, child);
-  }
+  for (const port of ports) children.set(port, spawnNode(port));
   for (const port of ports) await waitForPing(port, children.get(port)!);
   await run("redis-cli", [
     "--cluster",
     "create",
     ...ports.map((p) => `127.0.0.1:${p}`),
     "--cluster-replicas",
-    "0",
+    String(replicas),
     "--cluster-yes",
   ]);
   // Every node must agree the cluster is up before tests use it.
@@ -93,6 +106,24 @@ export async function startRedisCluster(): Promise<RedisClusterProcess> {
       return range[2][1];
     },
     kill,
+    async restart(port) {
+      const child = spawnNode(port);
+      children.set(port, child);
+      await waitForPing(port, child);
+    },
+    async replicaOf(port) {
+      const alive = ports.find(
+        (p) => p !== port && children.get(p)?.exitCode === null && children.get(p)?.signalCode === null,
+      )!;
+      const { stdout } = await run("redis-cli", ["-p", String(alive), "cluster", "nodes"]);
+      const lines = stdout
+        .trim()
+        .split("\n")
+        .map((l) => l.split(" "));
+      const master = lines.find((f) => f[1]?.startsWith(`127.0.0.1:${port}@`));
+      const replica = master && lines.find((f) => f[3] === master[0] && f[2]?.includes("slave"));
+      return replica ? Number(replica[1]!.split(":")[1]!.split("@")[0]) : undefined;
+    },
     async stop() {
       client.disconnect();
       for (const port of ports) await kill(port);

@@ -81,6 +81,16 @@ function checkThenWait(client: Redis | Cluster, replicas: ReplicaWait): CheckCom
   };
   return async (numKeys, ...args) => {
     let result = await run("evalsha", numKeys, args);
+    // In a cluster after a failover the slot map still names the old master, which answers
+    // MOVED to the script and an error of its own to the WAIT (a replica refuses it). ioredis
+    // follows a pipeline's MOVED only when every command got the same one, so it followed
+    // neither and never learned the new map: every later batch went to the old master
+    // (test/e2e/cluster-failover.test.ts, the wait gateway never back). MOVED ran nothing:
+    // the map is refreshed and the pair sent again, once.
+    if (result.scriptError && /^MOVED /.test(result.scriptError.message) && "refreshSlotsCache" in client) {
+      await new Promise<void>((resolve) => client.refreshSlotsCache(() => resolve()));
+      result = await run("evalsha", numKeys, args);
+    }
     if (result.scriptError && /NOSCRIPT/.test(result.scriptError.message))
       result = await run("eval", numKeys, args);
     if (result.scriptError) throw result.scriptError;
