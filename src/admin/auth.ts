@@ -7,7 +7,11 @@
 import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { type AdminScope, type AdminToken, tokenDigest } from "../config/admin-tokens.js";
+import { type ConsoleSessions, sessionIdOf } from "./console/sessions.js";
 import { replyProblem } from "./reply.js";
+
+/** The request header a console action carries its session's CSRF token in. */
+export const CSRF_HEADER = "x-tollgate-csrf";
 
 /** Who an operator request acts as: the token's name and scope. */
 export interface AdminPrincipal {
@@ -81,9 +85,39 @@ export function decideAccess(
  * not cover the method (RFC 6750's insufficient_scope); otherwise the principal goes on to the
  * handler.
  */
-export function requireAdminToken(tokens: () => readonly AdminToken[]): Guard {
+export function requireAdminToken(tokens: () => readonly AdminToken[], sessions?: ConsoleSessions): Guard {
   return (req: IncomingMessage, res: ServerResponse) => {
     const configured = tokens();
+    // The console's session cookie, for a request that presents no token. A request with a
+    // token is judged by the token alone: a cookie is never a second credential beside it.
+    if (sessions && configured.length > 0 && req.headers.authorization === undefined) {
+      const csrf = req.headers[CSRF_HEADER];
+      const session = sessions.access(
+        sessionIdOf(req.headers.cookie),
+        req.method,
+        typeof csrf === "string" ? csrf : undefined,
+        configured,
+      );
+      if (session.kind === "bad-csrf") {
+        replyProblem(
+          res,
+          "bad_csrf",
+          `a console action needs the session's CSRF token in ${CSRF_HEADER}: reload the console page`,
+        );
+        return false;
+      }
+      if (session.kind === "allowed") {
+        const needed = scopeNeeded(req.method);
+        if (scopeAllows(session.principal.scope, needed)) return session.principal;
+        replyProblem(
+          res,
+          "insufficient_scope",
+          `the token "${session.principal.name}" has scope ${session.principal.scope}; ${req.method} needs scope ${needed}: sign in with a token of scope ${needed}`,
+          { required_scope: needed },
+        );
+        return false;
+      }
+    }
     // Node keeps the first of several Authorization lines; a proxy in front may keep the last.
     // The proxy listener refuses such a request (400), and so does this one: which credential
     // it acts on must not depend on who reads it.

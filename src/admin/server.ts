@@ -17,6 +17,8 @@ import { MemoryChangeFeed } from "../operator-state/changes.js";
 import { MemoryOverrideStore, Overrides } from "../operator-state/overrides.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import { requireAdminToken } from "./auth.js";
+import { CONSOLE_PATH, serveConsole } from "./console/routes.js";
+import { ConsoleSessions } from "./console/sessions.js";
 import { keyEndpoints } from "./endpoints/api-keys.js";
 import { listAudit } from "./endpoints/audit.js";
 import { callerEndpoints } from "./endpoints/callers.js";
@@ -203,8 +205,10 @@ function inProcessOverridesService(): Overrides {
 export function createAdminHandler(deps: AdminDeps) {
   const describeStoreError = describeStoreErrorOf(deps);
   const { runtime, store, logger } = deps;
+  const sessions = new ConsoleSessions();
+  const tokens = () => runtime().admin.tokens;
   const operatorApi = createRouter({
-    guard: requireAdminToken(() => runtime().admin.tokens),
+    guard: requireAdminToken(tokens, sessions),
     parameters: PARAMETERS,
     logger,
     routes: operatorRoutes(deps),
@@ -237,6 +241,9 @@ export function createAdminHandler(deps: AdminDeps) {
     // 7 GB in 15 s with no token at all). Endpoints that take a body have read it by then.
     res.once("finish", () => answeredBeforeBody(req));
     const path = requestPath(req.url ?? "/");
+    // The console, where the API it drives is on (a token configured): else the API's 404.
+    if ((path === CONSOLE_PATH || path.startsWith(`${CONSOLE_PATH}/`)) && tokens().length > 0)
+      return serveConsole(req, res, path, { tokens, sessions });
     return path === "/admin" || path.startsWith("/admin/") ? operatorApi(req, res) : probes(req, res);
   };
 }

@@ -64,6 +64,11 @@ export const PROBLEMS = {
   no_endpoint: { status: 404, title: "Not Found", type: `${OWN}no-endpoint` },
   /** A known admin token whose scope does not cover the request (a read token on a write). */
   insufficient_scope: { status: 403, title: "Forbidden", type: `${OWN}insufficient-scope` },
+  /**
+   * A console action (any method but GET and HEAD on a session cookie) without the session's
+   * CSRF token in X-Tollgate-CSRF: a page of another site cannot send it.
+   */
+  bad_csrf: { status: 403, title: "Forbidden", type: `${OWN}bad-csrf` },
   /** GET /admin/audit with a `limit` it cannot read. */
   bad_audit_query: { status: 400, title: "Bad Request", type: `${OWN}bad-audit-query` },
   /** An operator named a caller the admin API cannot read (`client:<id>`, `tenant:<id>`, `ip:<address>`). */

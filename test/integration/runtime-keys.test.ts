@@ -393,7 +393,7 @@ routes: [{ name: api, match: { path: / }, upstream: api }]
     expect(String((r.json as unknown as { detail: string }).detail)).toContain(detail);
   });
 
-  it("a body that is not JSON, GET without ?client=, and unknown ids are refused with the fix", async () => {
+  it("a body that is not JSON, a page cursor or size it cannot read, and unknown ids are refused with the fix", async () => {
     const notJson = await send(gw.adminUrl, {
       method: "POST",
       path: "/admin/keys",
@@ -401,10 +401,31 @@ routes: [{ name: api, match: { path: / }, upstream: api }]
       body: "{nope",
     });
     expect(notJson.status).toBe(400);
-    expect((await admin(gw, "GET", "/admin/keys")).json).toMatchObject({
+    expect((await admin(gw, "GET", "/admin/keys?client=")).json).toMatchObject({
       status: 400,
       detail: expect.stringContaining("GET /admin/keys?client=<id>"),
     });
+    expect((await admin(gw, "GET", "/admin/keys?cursor=abc")).json).toMatchObject({
+      status: 400,
+      detail: expect.stringContaining("pass next_cursor as it came"),
+    });
+    expect((await admin(gw, "GET", "/admin/keys?limit=0")).json).toMatchObject({
+      status: 400,
+      detail: 'limit "0" is not a whole number from 1 to 1000',
+    });
+    // Without a client: every client's keys, a page at a time (memory://: by offset).
+    for (const client of ["page-a", "page-b", "page-c"])
+      await admin(gw, "POST", "/admin/keys", { client, plan: "free" });
+    type Page = { keys: { id: string; client: string }[]; next_cursor: string | null };
+    const first = (await admin(gw, "GET", "/admin/keys?limit=2")).json as unknown as Page;
+    expect(first.keys).toHaveLength(2);
+    const rest = (await admin(gw, "GET", `/admin/keys?limit=1000&cursor=${first.next_cursor}`))
+      .json as unknown as Page;
+    expect(rest.next_cursor).toBeNull();
+    const clients = [...first.keys, ...rest.keys].map((k) => k.client);
+    for (const client of ["page-a", "page-b", "page-c"]) expect(clients).toContain(client);
+    const ids = [...first.keys, ...rest.keys].map((k) => k.id);
+    expect(new Set(ids).size).toBe(ids.length);
     for (const id of ["key_aaaaaaaaaaaa", "nonsense"]) {
       const r = await admin(gw, "DELETE", `/admin/keys/${id}`);
       expect(r.status).toBe(404);

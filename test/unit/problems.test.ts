@@ -40,6 +40,7 @@ const PUBLISHED: Record<ProblemCode, string> = {
   bad_override: `${OWN}bad-override`,
   no_override: `${OWN}no-override`,
   insufficient_scope: `${OWN}insufficient-scope`,
+  bad_csrf: `${OWN}bad-csrf`,
   bad_audit_query: `${OWN}bad-audit-query`,
   store_unavailable: `${OWN}store-unavailable`,
 };
