@@ -142,6 +142,8 @@ async function callerPage(caller) {
     const view = await api("GET", `/admin/callers/${enc}`);
     const all = [...view.limits, ...(view.keyed_limits ?? []), ...(view.shared_limits ?? [])];
     names = view.limits.map((l) => l);
+    // The override form lists them as soon as they are known.
+    document.getElementById("override-limit")?.dispatchEvent(new Event("focus"));
     limits.replaceChildren(
       h("h2", {}, `Limits (plan ${view.plan ?? "-"}${view.tenant ? `, tenant ${view.tenant}` : ""})`),
       table(
@@ -319,7 +321,6 @@ function actionForms(caller, limits, refresh) {
     );
   };
   limit.addEventListener("focus", fill);
-  setTimeout(fill, 300);
   const override = h(
     "form",
     {
