@@ -413,24 +413,46 @@ async function healthPage() {
   }
   await every(2000, async () => {
     const ready = await fetch("/readyz").then((r) => r.json());
-    const config = await api("GET", "/admin/config");
-    const metrics = await fetch("/metrics").then(
-      (r) => r.text(),
-      () => "",
-    );
-    const gauge = (name) => metrics.split("\n").filter((l) => l.startsWith(name));
+    const health = await api("GET", "/admin/health");
+    const store = health.store;
+    const last = health.last_reload;
     body.replaceChildren(
       table(
         ["", ""],
         [
-          ["ready", ready.status ?? (ready.ready ? "ready" : "not ready")],
-          ["why", ready.reason ?? ""],
-          ["config version", config.version ?? ""],
-          ["loaded at", config.loaded_at ?? ""],
-          ["store", JSON.stringify(config.store ?? {})],
-          ["breaker (0 closed, 1 half-open, 2 open)", gauge("tollgate_breaker_state").join(" ")],
-          ["upstream targets", gauge("tollgate_upstream_targets").join("; ")],
+          ["ready", `${ready.status}${ready.reason ? `: ${ready.reason}` : ""}`],
+          ["store", store.address],
+          ["store answers", store.reachable ? `yes, PING in ${store.ping_ms} ms` : `no: ${store.error}`],
+          ["config file", health.config.file],
+          ["config version", health.config.version],
+          ["loaded at", health.config.loaded_at],
+          [
+            "last reload here",
+            last ? `${last.at}: ${last.ok ? `version ${last.version}` : "refused"}` : "none since start",
+          ],
         ],
+      ),
+      last && !last.ok
+        ? h(
+            "ul",
+            { class: "error", id: "reload-errors" },
+            last.errors.map((x) => h("li", {}, x)),
+          )
+        : "",
+      h("h2", {}, "Breakers, per master"),
+      table(
+        ["master", "breaker"],
+        store.breakers.map((b) => [
+          b.shard,
+          h("span", { class: b.state === "closed" ? "" : "spent" }, b.state),
+        ]),
+        "no check made yet",
+      ),
+      h("h2", {}, "Upstreams"),
+      table(
+        ["upstream", "healthy targets", "ejected"],
+        health.upstreams.map((u) => [u.name, String(u.healthy), String(u.ejected)]),
+        "none",
       ),
     );
   });
@@ -468,7 +490,13 @@ async function usagePage() {
             ["caller", "budget", "requests", "tokens", "usd"].map((k) =>
               h(
                 "th",
-                { class: "sortable", onclick: () => ((sortKey = k === "budget" ? "caller" : k), draw()) },
+                {
+                  class: "sortable",
+                  onclick: () => {
+                    sortKey = k === "budget" ? "caller" : k;
+                    draw();
+                  },
+                },
                 k,
               ),
             ),
@@ -508,7 +536,12 @@ async function usagePage() {
     "Usage",
     h(
       "form",
-      { onsubmit: (e) => (e.preventDefault(), load().catch((x) => status(x.message, "error"))) },
+      {
+        onsubmit: (e) => {
+          e.preventDefault();
+          load().catch((x) => status(x.message, "error"));
+        },
+      },
       period,
       by,
       h("button", {}, "Show"),

@@ -24,6 +24,7 @@ import { listAudit } from "./endpoints/audit.js";
 import { callerEndpoints } from "./endpoints/callers.js";
 import { showConfig } from "./endpoints/config.js";
 import { topDenials } from "./endpoints/denials.js";
+import { health, type LastReload } from "./endpoints/health.js";
 import { limitEndpoints } from "./endpoints/limits.js";
 import { metrics } from "./endpoints/metrics.js";
 import { overrideEndpoints } from "./endpoints/overrides.js";
@@ -153,7 +154,21 @@ export function operatorRoutes(deps: AdminDeps): AdminRoute[] {
         export: usageExport({ runtime, usage: deps.usage, fromStore, logger: deps.logger }),
       }
     : undefined;
-  const reloadFile = reloadConfig({ reload, file: () => runtime().file, audit });
+  // The last reload asked for here (the console's, the CLI's), for /admin/health.
+  let lastReload: LastReload | undefined;
+  const recordedReload = async () => {
+    const result = await reload();
+    lastReload = { atMs: Date.now(), result };
+    return result;
+  };
+  const reloadFile = reloadConfig({ reload: recordedReload, file: () => runtime().file, audit });
+  const healthView = health({
+    runtime,
+    store,
+    describeStoreError: describeStoreErrorOf(deps),
+    upstreams: deps.upstreams,
+    lastReload: () => lastReload,
+  });
   const keys = keyEndpoints({ runtime, keys: keyStore, fromStore, audit });
   const overridden = overrideEndpoints({ runtime, overrides, fromStore, audit });
   return [
@@ -174,6 +189,8 @@ export function operatorRoutes(deps: AdminDeps): AdminRoute[] {
         ]
       : []),
     { method: "GET", pattern: "/admin/config", handle: showConfig(runtime) },
+    { method: "GET", pattern: "/admin/health", handle: healthView },
+    { method: "HEAD", pattern: "/admin/health", handle: healthView },
     { method: "POST", pattern: "/admin/reload", handle: reloadFile, hint: "POST /admin/reload" },
     { method: "GET", pattern: "/admin/audit", handle: listAudit({ audit: () => audit, fromStore }) },
     { method: "HEAD", pattern: "/admin/audit", handle: listAudit({ audit: () => audit, fromStore }) },

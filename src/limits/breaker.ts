@@ -110,6 +110,11 @@ export class BreakerStore implements Store {
     return shard;
   }
 
+  /** Each shard's breaker and its state ("" for a single store), for the admin API's health. */
+  breakers(): { shard: string; state: BreakerState }[] {
+    return [...this.shards].map(([shard, s]) => ({ shard, state: s.state }));
+  }
+
   /**
    * Drops the breaker of a shard that no longer serves (a Sentinel failover named a new master):
    * its checks go to a new shard with a closed breaker of its own, so a gateway whose breaker

@@ -210,3 +210,40 @@ describe("a console session", () => {
     }
   });
 });
+
+interface HealthAnswer {
+  store: { address: string; reachable: boolean; ping_ms: number };
+  config: { file: string; version: string };
+  last_reload: { ok: boolean; errors?: string[] } | null;
+}
+
+describe("GET /admin/health, the Health page's answer", () => {
+  it("names the store, its PING, the config in force and the last reload asked for here with its problems", async () => {
+    const auth = { authorization: `Bearer ${VIEWER}` };
+    const first = (await send(gw.adminUrl, { path: "/admin/health", headers: auth })).json() as HealthAnswer;
+    expect(first.store).toMatchObject({ address: "memory", reachable: true });
+    expect(first.store.ping_ms).toBeGreaterThanOrEqual(0);
+    expect(first.config).toMatchObject({ file: gw.configFile, version: expect.any(String) });
+    const before = readFileSync(gw.configFile, "utf8");
+    writeFileSync(gw.configFile, before.replace("rate: 1/s", "rate: fast"));
+    try {
+      const refused = await send(gw.adminUrl, {
+        method: "POST",
+        path: "/admin/reload",
+        headers: { authorization: `Bearer ${OPS}` },
+      });
+      expect(refused.status).toBe(400);
+      const after = (
+        await send(gw.adminUrl, { path: "/admin/health", headers: auth })
+      ).json() as HealthAnswer;
+      expect(after.last_reload).toMatchObject({
+        ok: false,
+        errors: [expect.stringMatching(/gateway\.yaml:\d+:\d+: plans\.free\.global\.rate/)],
+      });
+      // The previous config still serves, and says so.
+      expect(after.config.version).toBe(first.config.version);
+    } finally {
+      writeFileSync(gw.configFile, before);
+    }
+  });
+});

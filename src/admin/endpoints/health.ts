@@ -1,0 +1,71 @@
+// GET /admin/health: what the console's Health page shows in one answer. The store (its address,
+// credentials never shown; whether a PING answers and how fast; each master's breaker), each
+// upstream's healthy and ejected targets, the config in force (file, version, load time) and the
+// last reload this instance attempted, with its problems as FILE:LINE:COLUMN.
+import type { Runtime } from "../../config/compile.js";
+import { formatProblem } from "../../config/problems.js";
+import type { ReloadResult } from "../../config/reload-result.js";
+import { withDeadline } from "../../deadline.js";
+import type { BreakerState } from "../../limits/breaker.js";
+import type { Health } from "../../limits/stores/contract.js";
+import { storeAddress } from "../../observability/store-errors.js";
+import { sendJson } from "../reply.js";
+import type { AdminHandler } from "../router.js";
+
+const STATES: Record<BreakerState, string> = { 0: "closed", 1: "half-open", 2: "open" };
+
+export interface LastReload {
+  atMs: number;
+  result: ReloadResult;
+}
+
+export interface HealthDeps {
+  runtime: () => Runtime;
+  store: () => Pick<Health, "ping"> & { breakers?: () => { shard: string; state: BreakerState }[] };
+  describeStoreError: (err: unknown) => string;
+  upstreams?: (() => Iterable<[string, { healthy: number; ejected: number }]>) | undefined;
+  lastReload: () => LastReload | undefined;
+}
+
+export function health(deps: HealthDeps): AdminHandler {
+  return async ({ res }) => {
+    const rt = deps.runtime();
+    const store = deps.store();
+    const started = performance.now();
+    let ping: { reachable: boolean; ping_ms?: number; error?: string };
+    try {
+      const ms = Math.max(rt.store.timeoutMs, 250);
+      await withDeadline(store.ping(), ms, () => new Error(`no answer to PING within ${ms} ms`));
+      ping = { reachable: true, ping_ms: Math.round((performance.now() - started) * 100) / 100 };
+    } catch (err) {
+      ping = { reachable: false, error: deps.describeStoreError(err) };
+    }
+    const last = deps.lastReload();
+    sendJson(res, 200, {
+      store: {
+        address: storeAddress(rt.store),
+        ...ping,
+        breakers: (store.breakers?.() ?? []).map((b) => ({
+          shard: b.shard || "store",
+          state: STATES[b.state],
+        })),
+      },
+      upstreams: [...(deps.upstreams?.() ?? [])].map(([name, c]) => ({
+        name,
+        healthy: c.healthy,
+        ejected: c.ejected,
+      })),
+      config: { file: rt.file, version: rt.version, loaded_at: rt.loadedAt.toISOString() },
+      last_reload:
+        last === undefined
+          ? null
+          : {
+              at: new Date(last.atMs).toISOString(),
+              ok: last.result.ok,
+              ...(last.result.ok
+                ? { version: last.result.version }
+                : { errors: last.result.problems.map(formatProblem) }),
+            },
+    });
+  };
+}
