@@ -109,7 +109,10 @@ async function nowPage() {
   page("Now: callers denied most", h("p", {}, "Across every instance, refreshed each second."), body);
   const first = new Map();
   await every(1000, async () => {
-    const top = await api("GET", "/admin/denials/top?n=20");
+    const [top, sustained] = await Promise.all([
+      api("GET", "/admin/denials/top?n=20"),
+      api("GET", "/admin/denials/sustained"),
+    ]);
     for (const c of top.callers) if (!first.has(c.caller)) first.set(c.caller, c.denials);
     body.replaceChildren(
       table(
@@ -120,6 +123,12 @@ async function nowPage() {
           String(c.denials - (first.get(c.caller) ?? c.denials)),
         ]),
         "no caller was denied in the last hour",
+      ),
+      h("h2", {}, "Denied without pause (sustained), on this instance"),
+      table(
+        ["caller", "denied since", "last denied"],
+        sustained.callers.map((c) => [callerLink(c.caller), c.denied_since, c.last_denied]),
+        "no caller is being denied without pause",
       ),
     );
     status(`updated ${new Date().toLocaleTimeString()}`);

@@ -33,7 +33,7 @@ import { reloadConfig } from "./endpoints/reload.js";
 import { usageEndpoints } from "./endpoints/usage.js";
 import { usageExport } from "./endpoints/usage-export.js";
 import type { UpstreamCounts } from "./readiness.js";
-import { replyProblem } from "./reply.js";
+import { replyProblem, sendJson } from "./reply.js";
 import { type AdminRoute, createRouter, type Guard, type ParameterProblem, requestPath } from "./router.js";
 import { fromStoreDescribedBy } from "./store-failure.js";
 
@@ -59,6 +59,8 @@ export interface AdminDeps {
    * config's store address alone, without the cause of the last failed connection.
    */
   describeStoreError?: (err: unknown) => string;
+  /** The callers this instance sees denied without pause (observability/sustained.ts). */
+  sustained?: () => { caller: string; sinceMs: number; lastDeniedMs: number }[];
   /** Each upstream's healthy and ejected targets, for /readyz. */
   upstreams?: UpstreamCounts | undefined;
   /** Where an unexpected error of an admin request is logged in full (and an export cut short). */
@@ -178,6 +180,19 @@ export function operatorRoutes(deps: AdminDeps): AdminRoute[] {
     { method: "HEAD", pattern: "/admin/limits/{name}", handle: limits.show },
     { method: "DELETE", pattern: "/admin/limits/{name}", handle: limits.reset },
     { method: "GET", pattern: "/admin/denials/top", handle: topDenials(state) },
+    {
+      method: "GET",
+      pattern: "/admin/denials/sustained",
+      // This instance's: each tracks the streaks of the denials it answers.
+      handle: ({ res }) =>
+        sendJson(res, 200, {
+          callers: (deps.sustained?.() ?? []).map((s) => ({
+            caller: s.caller,
+            denied_since: new Date(s.sinceMs).toISOString(),
+            last_denied: new Date(s.lastDeniedMs).toISOString(),
+          })),
+        }),
+    },
     ...(usage
       ? [
           { method: "GET", pattern: "/admin/usage/export", handle: usage.export },

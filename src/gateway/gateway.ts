@@ -289,6 +289,7 @@ export class Gateway {
         reload: () => this.reload("admin"),
         describeStoreError: (err) => this.storeErrors.describe(err),
         upstreams: () => this.pools.counts(),
+        sustained: () => this.sustained.current(),
         logger: this.logger,
         audit: this.audit,
         keys: () => this.keys,

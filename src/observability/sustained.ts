@@ -64,6 +64,14 @@ export class SustainedDenials {
     return this.sustained;
   }
 
+  /** The callers in a sustained streak now, longest first, at most `max` (the admin API's). */
+  current(max = 100): { caller: string; sinceMs: number; lastDeniedMs: number }[] {
+    const out: { caller: string; sinceMs: number; lastDeniedMs: number }[] = [];
+    for (const [caller, s] of this.streaks)
+      if (s.reported) out.push({ caller, sinceMs: s.startedAt, lastDeniedMs: s.lastDeniedAt });
+    return out.sort((a, b) => a.sinceMs - b.sinceMs).slice(0, max);
+  }
+
   private end(caller: string, streak: Streak): void {
     this.streaks.delete(caller);
     if (streak.reported) {

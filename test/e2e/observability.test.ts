@@ -174,9 +174,22 @@ describe("sustained denials", () => {
       expect(lines).toHaveLength(1);
       expect(lines[0]).toMatchObject({ caller: "client:hammer" });
       expect(await metric(/^tollgate_sustained_denials (\d+)/m)).toBe(1);
+      // The admin API names it (the console's Now page), since when.
+      const named = await send(gw.adminUrl, {
+        path: "/admin/denials/sustained",
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(named.json<{ callers: { caller: string; denied_since: string }[] }>().callers).toEqual([
+        { caller: "client:hammer", denied_since: expect.any(String), last_denied: expect.any(String) },
+      ]);
       // Once it stops (no denial for the pause of 5 s), the gauge drops back.
       await new Promise((resolve) => setTimeout(resolve, 6500));
       expect(await metric(/^tollgate_sustained_denials (\d+)/m)).toBe(0);
+      const after = await send(gw.adminUrl, {
+        path: "/admin/denials/sustained",
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(after.json<{ callers: unknown[] }>().callers).toEqual([]);
     },
     (HAMMER_S + 20) * 1000,
   );
