@@ -109,17 +109,20 @@ async function nowPage() {
   page("Now: callers denied most", h("p", {}, "Across every instance, refreshed each second."), body);
   const first = new Map();
   await every(1000, async () => {
-    const [top, sustained] = await Promise.all([
+    const [top, recent, sustained] = await Promise.all([
       api("GET", "/admin/denials/top?n=20"),
+      api("GET", "/admin/denials/top?n=1000&minutes=5"),
       api("GET", "/admin/denials/sustained"),
     ]);
+    const lately = new Map(recent.callers.map((c) => [c.caller, c.denials]));
     for (const c of top.callers) if (!first.has(c.caller)) first.set(c.caller, c.denials);
     body.replaceChildren(
       table(
-        ["caller", "denials, last hour", "since this page opened"],
+        ["caller", "denials, last hour", "these five minutes", "since this page opened"],
         top.callers.map((c) => [
           callerLink(c.caller),
           String(c.denials),
+          String(lately.get(c.caller) ?? 0),
           String(c.denials - (first.get(c.caller) ?? c.denials)),
         ]),
         "no caller was denied in the last hour",
@@ -640,9 +643,15 @@ function route() {
   const hash = location.hash || "#/now";
   const [, name, arg] = hash.match(/^#\/([a-z]+)(?:\/(.*))?$/) ?? [];
   status("");
+  let caller = arg;
+  try {
+    caller = arg === undefined ? undefined : decodeURIComponent(arg);
+  } catch {
+    // A malformed escape in a link: shown as written, and the API says what is wrong with it.
+  }
   const run =
-    name === "caller" && arg
-      ? callerPage(decodeURIComponent(arg))
+    name === "caller" && caller
+      ? callerPage(caller)
       : name === "health"
         ? healthPage()
         : name === "usage"

@@ -272,10 +272,25 @@ export function createAdminHandler(deps: AdminDeps) {
     // body is read after the answer, as on the proxy listener (an attack pass made this one read
     // 7 GB in 15 s with no token at all). Endpoints that take a body have read it by then.
     res.once("finish", () => answeredBeforeBody(req));
+    // Every admin answer is what its Content-Type says: a console session's browser never sniffs
+    // a JSON or CSV answer into something it renders.
+    res.setHeader("x-content-type-options", "nosniff");
     const path = requestPath(req.url ?? "/");
     // The console, where the API it drives is on (a token configured): else the API's 404.
     if ((path === CONSOLE_PATH || path.startsWith(`${CONSOLE_PATH}/`)) && tokens().length > 0)
-      return serveConsole(req, res, path, { tokens, sessions });
+      return serveConsole(req, res, path, { tokens, sessions }).catch((err: unknown) => {
+        // A client that hung up mid-body (the sign-in's): nothing to answer. This rejection
+        // was unhandled and took the whole process down, the proxy listener with it.
+        if (res.headersSent || req.destroyed || req.socket.destroyed) res.destroy();
+        else {
+          logger?.error({ err, path }, "console request failed");
+          replyProblem(
+            res,
+            "internal_error",
+            "the console failed to handle this request; see the gateway's log",
+          );
+        }
+      });
     return path === "/admin" || path.startsWith("/admin/") ? operatorApi(req, res) : probes(req, res);
   };
 }

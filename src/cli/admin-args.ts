@@ -113,9 +113,10 @@ export const CALLERS_USAGE = `usage: tollgate callers CALLER [--plan P] [--tenan
 
 ${FOOTER}`;
 
-export const DENIALS_USAGE = `usage: tollgate denials [--top N] [--json]
+export const DENIALS_USAGE = `usage: tollgate denials [--top N] [--minutes M] [--json]
 
-  The callers denied most over the last hour, across every instance (default: the top 10).
+  The callers denied most over the last hour, across every instance (default: the top 10);
+  --minutes 5 (10, … 60) over the last minutes instead, in five-minute buckets.
 
 ${FOOTER}`;
 
@@ -307,12 +308,12 @@ const DIRECT: Readonly<Record<Exclude<AdminGroup, "keys" | "overrides">, Subcomm
   denials: {
     usage: DENIALS_USAGE,
     positionals: [],
-    flags: { top: "count" },
+    flags: { top: "count", minutes: "count" },
     required: [],
     shape: "denials-top",
     request: (_p, flags) => ({
       method: "GET",
-      path: withQuery("/admin/denials/top", query(flags, ["top"], { top: "n" })),
+      path: withQuery("/admin/denials/top", query(flags, ["top", "minutes"], { top: "n" })),
     }),
   },
   usage: {

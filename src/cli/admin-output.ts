@@ -9,9 +9,11 @@ export type Printed = { stdout: string; stderr: string } | { unreadable: string 
 
 type Json = Record<string, unknown>;
 
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+// C0, DEL, C1, and the bidirectional controls (U+200E/F, U+202A–U+202E, U+2066–U+2069): a
+// right-to-left override in a reason would make a terminal show the rest of its line reversed.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
-/** `text` with C0, DEL and C1 characters as \u escapes. */
+/** `text` with C0, DEL, C1 and bidirectional control characters as \u escapes. */
 export function printable(text: string): string {
   return text.replace(CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
@@ -225,10 +227,12 @@ function callerReset(body: unknown): Printed {
 function denialsTop(body: unknown): Printed {
   if (!isObject(body) || !Array.isArray(body.callers) || !body.callers.every(isObject))
     return { unreadable: "no callers in the answer" };
-  if (body.callers.length === 0) return { stdout: "no caller was denied in the last hour\n", stderr: "" };
+  const minutes = typeof body.window_seconds === "number" ? body.window_seconds / 60 : 60;
+  const span = minutes === 60 ? "last hour" : `last ${minutes} minutes`;
+  if (body.callers.length === 0) return { stdout: `no caller was denied in the ${span}\n`, stderr: "" };
   return {
     stdout: table(
-      ["CALLER", "DENIALS (LAST HOUR)"],
+      ["CALLER", `DENIALS (${span.toUpperCase()})`],
       body.callers.map((c) => [cell(c.caller), cell(c.denials)]),
     ),
     stderr: "",

@@ -69,6 +69,8 @@ export const PROBLEMS = {
    * CSRF token in X-Tollgate-CSRF: a page of another site cannot send it.
    */
   bad_csrf: { status: 403, title: "Forbidden", type: `${OWN}bad-csrf` },
+  /** GET /admin/denials/top with `minutes` other than 5, 10, … 60. */
+  bad_denials_query: { status: 400, title: "Bad Request", type: `${OWN}bad-denials-query` },
   /** GET /admin/audit with a `limit` it cannot read. */
   bad_audit_query: { status: 400, title: "Bad Request", type: `${OWN}bad-audit-query` },
   /** An operator named a caller the admin API cannot read (`client:<id>`, `tenant:<id>`, `ip:<address>`). */

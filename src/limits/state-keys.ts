@@ -95,10 +95,13 @@ export function topDenialsKey(prefix: string, nowMs: number): string {
   return `${prefix}{denials}:top:${Math.floor(nowMs / TOP_BUCKET_MS) * TOP_BUCKET_MS}`;
 }
 
-/** The buckets that cover the last hour, newest first. */
-export function lastHourTopKeys(prefix: string, nowMs: number): string[] {
+/**
+ * The buckets that cover the last hour (or the last `windowMs`, rounded up to whole buckets:
+ * the current one, partly elapsed, counts as one), newest first.
+ */
+export function lastHourTopKeys(prefix: string, nowMs: number, windowMs = 3_600_000): string[] {
   const keys: string[] = [];
-  for (let i = 0; i < 3_600_000 / TOP_BUCKET_MS; i++)
+  for (let i = 0; i < Math.ceil(windowMs / TOP_BUCKET_MS); i++)
     keys.push(topDenialsKey(prefix, nowMs - i * TOP_BUCKET_MS));
   return keys;
 }

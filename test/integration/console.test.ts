@@ -247,3 +247,27 @@ describe("GET /admin/health, the Health page's answer", () => {
     }
   });
 });
+
+describe("a sign-in cut off mid-body", () => {
+  it("is dropped quietly, and the listeners keep serving (it took the process down)", async () => {
+    const { connect } = await import("node:net");
+    const url = new URL(gw.adminUrl);
+    for (const framing of ["Content-Length: 100", "Transfer-Encoding: chunked"]) {
+      await new Promise<void>((resolve) => {
+        const socket = connect(Number(url.port), url.hostname, () => {
+          socket.write(
+            `POST /admin/ui/session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${framing}\r\n\r\n${framing.startsWith("Transfer") ? "64\r\n" : ""}{"tok`,
+          );
+          setTimeout(() => socket.destroy(), 100);
+        });
+        socket.on("error", () => {});
+        socket.on("close", () => resolve());
+      });
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await send(gw.adminUrl, { path: "/healthz" })).status).toBe(200);
+    expect((await send(gw.url, { path: "/", headers: { "x-api-key": "acme-key" } })).status).toBeLessThan(
+      500,
+    );
+  });
+});

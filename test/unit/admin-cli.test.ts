@@ -220,6 +220,11 @@ describe("parsing a command line", () => {
       path: "/admin/denials/top?n=3",
       json: false,
     });
+    expect(request(["denials", "--minutes", "5"])).toEqual({
+      method: "GET",
+      path: "/admin/denials/top?minutes=5",
+      json: false,
+    });
     expect(request(["usage", "tenant:acme", "--period", "2026-12"])).toEqual({
       method: "GET",
       path: "/admin/usage/tenant%3Aacme?period=2026-12",
@@ -326,6 +331,8 @@ describe("what people read", () => {
 
   it("escapes control characters the API echoes (a terminal escape is shown, not obeyed)", () => {
     expect(printable("acme\u001b[2J\r\n\u009bx")).toBe("acme\\u001b[2J\\u000d\\u000a\\u009bx");
+    // A right-to-left override would show the rest of the line reversed.
+    expect(printable("x\u202e rtl\u2066")).toBe("x\\u202e rtl\\u2066");
     const out = formatAnswer("key-list", 200, [
       {
         id: "key_a",

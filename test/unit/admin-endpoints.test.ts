@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { callerEndpoints, denialCount, newestFirst } from "../../src/admin/endpoints/callers.js";
 import { showConfig } from "../../src/admin/endpoints/config.js";
-import { topCount, topDenials } from "../../src/admin/endpoints/denials.js";
+import { topCount, topDenials, windowMinutes } from "../../src/admin/endpoints/denials.js";
 import { reloadConfig } from "../../src/admin/endpoints/reload.js";
 import { ProblemError } from "../../src/admin/reply.js";
 import type { AdminHandler } from "../../src/admin/router.js";
@@ -331,6 +331,18 @@ describe("GET /admin/denials/top", () => {
     const res = await call(top, {}, "n=3");
     expect(asked).toEqual(["flush", `top 3 12 ${lastHourTopKeys("tg:", NOW)[0]}`]);
     expect(res.json()).toEqual({ window_seconds: 3600, callers: [{ caller: "client:acme", denials: 12 }] });
+  });
+
+  it("?minutes= sums fewer buckets: 5 is the current one, 15 the last three", async () => {
+    expect([null, "5", "15", "60"].map(windowMinutes)).toEqual([60, 5, 15, 60]);
+    expect(["0", "7", "65", "1e1", "x", ""].map(windowMinutes)).toEqual(Array(6).fill(undefined));
+    const { asked, top } = endpoints();
+    const res = await call(top, {}, "minutes=15");
+    expect(asked[1]).toBe(`top 10 3 ${lastHourTopKeys("tg:", NOW)[0]}`);
+    expect(res.json()).toMatchObject({ window_seconds: 900 });
+    const bad = await call(top, {}, "minutes=7");
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ type: "https://tollgate.dev/problems/bad-denials-query" });
   });
 });
 

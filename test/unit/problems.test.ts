@@ -41,6 +41,7 @@ const PUBLISHED: Record<ProblemCode, string> = {
   no_override: `${OWN}no-override`,
   insufficient_scope: `${OWN}insufficient-scope`,
   bad_csrf: `${OWN}bad-csrf`,
+  bad_denials_query: `${OWN}bad-denials-query`,
   bad_audit_query: `${OWN}bad-audit-query`,
   store_unavailable: `${OWN}store-unavailable`,
 };

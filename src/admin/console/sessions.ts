@@ -15,6 +15,12 @@ export const SESSION_IDLE_MS = 30 * 60_000;
 export const SESSION_MAX_MS = 8 * 60 * 60_000;
 /** Sessions kept at most; the least recently used goes first. */
 export const SESSIONS_MAX = 1000;
+/**
+ * Sessions one token may hold; its own least recently used goes first. Without it, a read
+ * token signing in a thousand times in 3 s pushed an operator's idle session out of the
+ * shared pool (found by an attack pass).
+ */
+export const SESSIONS_PER_TOKEN = 50;
 
 interface Session {
   id: string;
@@ -62,8 +68,11 @@ export class ConsoleSessions {
       startedAtMs: now,
       usedAtMs: now,
     };
-    this.sessions.set(session.id, session);
     // A Map iterates in insertion order and each use re-inserts: the first is the least recent.
+    const own = [...this.sessions.values()].filter((s) => s.tokenDigest.equals(token.digest));
+    for (const old of own.slice(0, Math.max(0, own.length - SESSIONS_PER_TOKEN + 1)))
+      this.sessions.delete(old.id);
+    this.sessions.set(session.id, session);
     while (this.sessions.size > SESSIONS_MAX) this.sessions.delete(this.sessions.keys().next().value!);
     return { id: session.id, csrf: session.csrf, principal: { name: token.name, scope: token.scope } };
   }

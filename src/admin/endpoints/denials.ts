@@ -1,10 +1,11 @@
-// GET /admin/denials/top?n=10: the callers denied most over the last hour, from the store's
+// GET /admin/denials/top?n=10[&minutes=5]: the callers denied most over the last hour (or the last
+// minutes, in steps of five), from the store's
 // five-minute buckets (every instance's denials, this one's pending ones flushed first).
 import type { Runtime } from "../../config/compile.js";
 import type { Limiter } from "../../limits/limiter.js";
 import { lastHourTopKeys } from "../../limits/state-keys.js";
 import type { DenialLog } from "../../limits/stores/contract.js";
-import { sendJson } from "../reply.js";
+import { replyProblem, sendJson } from "../reply.js";
 import type { AdminHandler } from "../router.js";
 import type { FromStore } from "../store-failure.js";
 
@@ -22,17 +23,36 @@ export function topCount(n: string | null): number {
   return Math.min(Math.max(Number(n ?? 10) || 10, 1), 1000);
 }
 
+/**
+ * `?minutes=` from the query: the last hour unless given, else a multiple of the five-minute
+ * bucket up to 60 (the current bucket, partly elapsed, is one of them); undefined: not one.
+ */
+export function windowMinutes(text: string | null): number | undefined {
+  if (text === null) return 60;
+  const m = Number(text);
+  return /^\d+$/.test(text) && m >= 5 && m <= 60 && m % 5 === 0 ? m : undefined;
+}
+
 export function topDenials(deps: TopDenialsDeps): AdminHandler {
   const now = deps.now ?? Date.now;
   return async ({ res, query }) => {
     const n = topCount(query.get("n"));
+    const minutes = windowMinutes(query.get("minutes"));
+    if (minutes === undefined) {
+      replyProblem(
+        res,
+        "bad_denials_query",
+        `minutes "${query.get("minutes")}" is not 5, 10, … 60: the top list is kept in five-minute buckets over the last hour`,
+      );
+      return;
+    }
     const rt = deps.runtime();
     const top = await deps.fromStore(async () => {
       await deps.limiter().flushDenials();
-      return deps.store().topDenials(lastHourTopKeys(rt.store.prefix, now()), n);
+      return deps.store().topDenials(lastHourTopKeys(rt.store.prefix, now(), minutes * 60_000), n);
     });
     sendJson(res, 200, {
-      window_seconds: 3600,
+      window_seconds: minutes * 60,
       callers: top.map((t) => ({ caller: t.caller, denials: t.count })),
     });
   };
