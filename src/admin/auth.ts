@@ -7,11 +7,8 @@
 import { timingSafeEqual } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { type AdminScope, type AdminToken, tokenDigest } from "../config/admin-tokens.js";
-import { type ConsoleSessions, sessionIdOf } from "./console/sessions.js";
+import { type ConsoleSessions, CSRF_HEADER, sessionIdOf } from "./console/sessions.js";
 import { replyProblem } from "./reply.js";
-
-/** The request header a console action carries its session's CSRF token in. */
-export const CSRF_HEADER = "x-tollgate-csrf";
 
 /** Who an operator request acts as: the token's name and scope. */
 export interface AdminPrincipal {

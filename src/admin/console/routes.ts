@@ -10,10 +10,9 @@ import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TLSSocket } from "node:tls";
 import { type AdminToken, tokenDigest } from "../../config/admin-tokens.js";
-import { CSRF_HEADER } from "../auth.js";
 import { readJsonObject } from "../json-body.js";
 import { ProblemError, replyProblem, sendJson } from "../reply.js";
-import { type ConsoleSessions, sessionCookie, sessionIdOf } from "./sessions.js";
+import { type ConsoleSessions, CSRF_HEADER, sessionCookie, sessionIdOf } from "./sessions.js";
 
 export const CONSOLE_PATH = "/admin/ui";
 

@@ -6,7 +6,15 @@
 // sticky sessions, or signing in again on another instance.
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import type { AdminScope, AdminToken } from "../../config/admin-tokens.js";
-import type { AdminPrincipal } from "../auth.js";
+
+/** The request header a console action carries its session's CSRF token in. */
+export const CSRF_HEADER = "x-tollgate-csrf";
+
+/** Whom a session acts as: its token's name and scope (auth.ts's AdminPrincipal, which it is). */
+export interface SessionPrincipal {
+  readonly name: string;
+  readonly scope: AdminScope;
+}
 
 export const SESSION_COOKIE = "tollgate_console";
 /** A session ends this long after its last use… */
@@ -33,13 +41,13 @@ interface Session {
 export interface OpenedSession {
   id: string;
   csrf: string;
-  principal: AdminPrincipal;
+  principal: SessionPrincipal;
 }
 
 export type SessionAccess =
   | { kind: "none" }
-  | { kind: "allowed"; principal: AdminPrincipal; csrf: string }
-  | { kind: "bad-csrf"; principal: AdminPrincipal };
+  | { kind: "allowed"; principal: SessionPrincipal; csrf: string }
+  | { kind: "bad-csrf"; principal: SessionPrincipal };
 
 const random = () => randomBytes(32).toString("base64url");
 
@@ -101,7 +109,7 @@ export class ConsoleSessions {
       this.sessions.delete(id);
       return { kind: "none" };
     }
-    const principal: AdminPrincipal = { name: token.name, scope: token.scope as AdminScope };
+    const principal: SessionPrincipal = { name: token.name, scope: token.scope as AdminScope };
     const reading = method === "GET" || method === "HEAD";
     if (!reading && (csrf === undefined || !sameSecret(csrf, session.csrf)))
       return { kind: "bad-csrf", principal };
