@@ -460,11 +460,22 @@ async function healthPage() {
         ]),
         "no check made yet",
       ),
-      h("h2", {}, "Upstreams"),
+      h("h2", {}, "Upstream targets"),
       table(
-        ["upstream", "healthy targets", "ejected"],
-        health.upstreams.map((u) => [u.name, String(u.healthy), String(u.ejected)]),
-        "none",
+        ["upstream", "target", "state", "why"],
+        health.upstreams.flatMap((u) =>
+          u.targets.map((t) => [
+            u.name,
+            t.target,
+            h(
+              "span",
+              { class: t.ejected ? "spent" : "" },
+              t.ejected ? `ejected since ${t.since ?? "?"}` : "in rotation",
+            ),
+            t.ejected ? `${t.by === "requests" ? "failed requests" : "health check"}: ${t.reason ?? ""}` : "",
+          ]),
+        ),
+        "no upstream",
       ),
     );
   });

@@ -15,6 +15,7 @@ import { createKeyStore, type KeyStore } from "../operator-state/api-keys.js";
 import { type AuditLog, createAuditLog } from "../operator-state/audit.js";
 import { MemoryChangeFeed } from "../operator-state/changes.js";
 import { MemoryOverrideStore, Overrides } from "../operator-state/overrides.js";
+import type { UpstreamTargetState } from "../proxy/upstreams.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import { requireAdminToken } from "./auth.js";
 import { CONSOLE_PATH, serveConsole } from "./console/routes.js";
@@ -61,6 +62,8 @@ export interface AdminDeps {
   describeStoreError?: (err: unknown) => string;
   /** The callers this instance sees denied without pause (observability/sustained.ts). */
   sustained?: () => { caller: string; sinceMs: number; lastDeniedMs: number }[];
+  /** Every upstream target, in rotation or not and why, for /admin/health. */
+  upstreamTargets?: () => UpstreamTargetState[];
   /** Each upstream's healthy and ejected targets, for /readyz. */
   upstreams?: UpstreamCounts | undefined;
   /** Where an unexpected error of an admin request is logged in full (and an export cut short). */
@@ -169,6 +172,7 @@ export function operatorRoutes(deps: AdminDeps): AdminRoute[] {
     store,
     describeStoreError: describeStoreErrorOf(deps),
     upstreams: deps.upstreams,
+    upstreamTargets: deps.upstreamTargets,
     lastReload: () => lastReload,
   });
   const keys = keyEndpoints({ runtime, keys: keyStore, fromStore, audit });

@@ -290,6 +290,7 @@ export class Gateway {
         describeStoreError: (err) => this.storeErrors.describe(err),
         upstreams: () => this.pools.counts(),
         sustained: () => this.sustained.current(),
+        upstreamTargets: () => this.pools.targets(),
         logger: this.logger,
         audit: this.audit,
         keys: () => this.keys,

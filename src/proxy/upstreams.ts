@@ -21,7 +21,22 @@ export interface UpstreamPoolsDeps {
   clock?: (() => number) | undefined;
 }
 
+/** A target as /admin/health shows it; `by`, `reason` and `sinceMs` only while it is ejected. */
+export interface UpstreamTargetState {
+  upstream: string;
+  target: string;
+  ejected: boolean;
+  by?: "requests" | "health_check";
+  reason?: string;
+  sinceMs?: number;
+}
+
 export class UpstreamPools {
+  /** The last ejection of each target ("upstream origin"), until it returns. */
+  private readonly ejections = new Map<
+    string,
+    { by: "requests" | "health_check"; reason: string; sinceMs: number }
+  >();
   private readonly groups = new Map<string, { key: string; group: UpstreamTargets }>();
   private readonly clock: () => number;
 
@@ -73,6 +88,16 @@ export class UpstreamPools {
     return [...this.groups].map(([name, { group }]) => [name, group.counts()]);
   }
 
+  /** Every target of every upstream: in rotation or not, and why it was last ejected. */
+  targets(): UpstreamTargetState[] {
+    return [...this.groups].flatMap(([name, { group }]) =>
+      group.states().map(({ target, ejected }) => {
+        const why = ejected ? this.ejections.get(`${name} ${target}`) : undefined;
+        return { upstream: name, target, ejected, ...(why ?? {}) };
+      }),
+    );
+  }
+
   /** Stops the health checks, waits for requests in flight, then closes every pool. */
   async close(): Promise<void> {
     await Promise.allSettled(this.takeAll().map((t) => t.dispatcher.close()));
@@ -121,6 +146,11 @@ export class UpstreamPools {
     const { logger, metrics } = this.deps;
     switch (event.kind) {
       case "ejected":
+        this.ejections.set(`${event.upstream} ${event.target}`, {
+          by: event.by === "passive" ? "requests" : "health_check",
+          reason: String(event.reason),
+          sinceMs: Date.now(),
+        });
         metrics?.upstreamEjections.labels(event.upstream).inc();
         logger?.warn(
           event.by === "passive"
@@ -137,6 +167,7 @@ export class UpstreamPools {
         );
         return;
       case "returned":
+        this.ejections.delete(`${event.upstream} ${event.target}`);
         logger?.info(
           {
             upstream: event.upstream,

@@ -137,6 +137,11 @@ export class UpstreamGroup<D extends Closable = Closable> {
     return { healthy: this.targets.length - ejected, ejected };
   }
 
+  /** Each target's origin and whether it is out of rotation, for /admin/health. */
+  states(): { target: string; ejected: boolean }[] {
+    return this.targets.map((t) => ({ target: t.origin, ejected: t.health.ejected }));
+  }
+
   retried(outcome: RetryOutcome): void {
     this.onEvent({ kind: "retry", upstream: this.name, outcome });
   }

@@ -22,7 +22,7 @@ let gw: InProcessGateway;
 
 const config = () => `
 listen: 127.0.0.1:0
-admin: { listen: 127.0.0.1:0 }
+admin: { listen: 127.0.0.1:0, token: health-token-for-upstream-tests }
 log: { level: info, requests: false }
 store: { url: memory:// }
 upstreams:
@@ -104,6 +104,24 @@ describe("retries", () => {
     expect(metric(text, 'tollgate_upstream_targets{upstream="refusing",state="healthy"}')).toBe(1);
     // The POST above and the first GETs before the ejection: three retries, all answered.
     expect(metric(text, 'tollgate_upstream_retries_total{upstream="refusing",outcome="success"}')).toBe(3);
+    // The console's Health page: which target is out, since when and why.
+    const health = await send(gw.adminUrl, {
+      path: "/admin/health",
+      headers: { authorization: "Bearer health-token-for-upstream-tests" },
+    });
+    const refusing = (health.json() as { upstreams: { name: string; targets: unknown[] }[] }).upstreams.find(
+      (u) => u.name === "refusing",
+    );
+    expect(refusing?.targets).toEqual([
+      {
+        target: `http://127.0.0.1:${deadA}`,
+        ejected: true,
+        by: "requests",
+        reason: "refused",
+        since: expect.any(String),
+      },
+      { target: live.url, ejected: false },
+    ]);
   });
 
   it("sends each target its own Host", async () => {

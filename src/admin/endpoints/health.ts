@@ -9,6 +9,7 @@ import { withDeadline } from "../../deadline.js";
 import type { BreakerState } from "../../limits/breaker.js";
 import type { Health } from "../../limits/stores/contract.js";
 import { storeAddress } from "../../observability/store-errors.js";
+import type { UpstreamTargetState } from "../../proxy/upstreams.js";
 import { sendJson } from "../reply.js";
 import type { AdminHandler } from "../router.js";
 
@@ -24,6 +25,8 @@ export interface HealthDeps {
   store: () => Pick<Health, "ping"> & { breakers?: () => { shard: string; state: BreakerState }[] };
   describeStoreError: (err: unknown) => string;
   upstreams?: (() => Iterable<[string, { healthy: number; ejected: number }]>) | undefined;
+  /** Every target, and why an ejected one is out (proxy/upstreams.ts). */
+  upstreamTargets?: (() => UpstreamTargetState[]) | undefined;
   lastReload: () => LastReload | undefined;
 }
 
@@ -41,6 +44,7 @@ export function health(deps: HealthDeps): AdminHandler {
       ping = { reachable: false, error: deps.describeStoreError(err) };
     }
     const last = deps.lastReload();
+    const targets = deps.upstreamTargets?.() ?? [];
     sendJson(res, 200, {
       store: {
         address: storeAddress(rt.store),
@@ -54,6 +58,15 @@ export function health(deps: HealthDeps): AdminHandler {
         name,
         healthy: c.healthy,
         ejected: c.ejected,
+        targets: targets
+          .filter((t) => t.upstream === name)
+          .map((t) => ({
+            target: t.target,
+            ejected: t.ejected,
+            ...(t.by ? { by: t.by } : {}),
+            ...(t.reason ? { reason: t.reason } : {}),
+            ...(t.sinceMs ? { since: new Date(t.sinceMs).toISOString() } : {}),
+          })),
       })),
       config: { file: rt.file, version: rt.version, loaded_at: rt.loadedAt.toISOString() },
       last_reload:
