@@ -178,6 +178,18 @@ describe("an admin body past the 64 KiB an admin request may be", () => {
     });
   });
 
+  it("an endpoint that reads no body refuses an announced 1 MiB one too, and says the connection closes", async () => {
+    const reply = await answeredEarly(
+      gw.adminUrl,
+      `POST /admin/reload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Length: ${MiB}\r\n\r\n`,
+      (socket) => {
+        socket.write(Buffer.alloc(MiB, 32));
+      },
+    );
+    expect(reply.text).toMatch(tooLarge);
+    expect(reply.text).toMatch(/\r\nConnection: close\r\n/i);
+  });
+
   it("announced or chunked, the 413 is written before the connection closes, and the listener keeps serving", async () => {
     const announced = await answeredEarly(gw.adminUrl, head(`Content-Length: ${MiB}\r\n`), (socket) => {
       socket.write(Buffer.alloc(MiB, 32));
