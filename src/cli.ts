@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// The command line: flags, --check, signals, and the operator commands (keys, overrides) that
-// call a running gateway's admin API (cli/). The gateway itself lives in gateway/, loaded only
-// when this process runs or checks one: an operator command, or --help, never pays for loading
+// The command line: flags, --check, signals, and the operator commands (keys, overrides, callers,
+// denials, usage, reset, reload, config) that call a running gateway's admin API (cli/). The
+// gateway itself lives in gateway/, loaded only when this process runs or checks one: an
+// operator command, or --help, never pays for loading
 // it (0.06 s to start instead of 0.4 s on one machine).
 import { readFileSync } from "node:fs";
 import { isAdminGroup } from "./cli/admin-args.js";
