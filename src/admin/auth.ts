@@ -44,14 +44,19 @@ export function authenticate(
   tokens: readonly AdminToken[],
 ): AdminPrincipal | undefined {
   const presented = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization ?? "")?.[1] ?? "";
+  const found = matchingToken(presented, tokens);
+  return found && { name: found.name, scope: found.scope };
+}
+
+/** The configured token `presented` is (the console's sign-in asks too), compared as above. */
+export function matchingToken(presented: string, tokens: readonly AdminToken[]): AdminToken | undefined {
   const digest = tokenDigest(presented);
   let found: AdminToken | undefined;
   for (const token of tokens) {
     const same = timingSafeEqual(digest, token.digest);
     if (same && found === undefined) found = token;
   }
-  if (found === undefined || presented.length === 0) return undefined;
-  return { name: found.name, scope: found.scope };
+  return presented.length === 0 ? undefined : found;
 }
 
 /** What the guard does with a request: a pure decision over the method, the header and the tokens. */

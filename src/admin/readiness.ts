@@ -35,6 +35,15 @@ export async function readiness(
   return { ready: stored.ready, reason };
 }
 
+/**
+ * A PING of the store within its timeout (at least 250 ms: a probe is not a request on the hot
+ * path); rejects with a StoreTimeoutError past it. /readyz and /admin/health ask the same way.
+ */
+export function pingStore(rt: Runtime, store: Pick<Health, "ping">): Promise<void> {
+  const ms = Math.max(rt.store.timeoutMs, 250);
+  return withDeadline(store.ping(), ms, () => new StoreTimeoutError(ms));
+}
+
 async function storeReadiness(
   rt: Runtime,
   store: Pick<Health, "ping">,
@@ -42,8 +51,7 @@ async function storeReadiness(
 ): Promise<Readiness> {
   const failsClosed = rt.routeList.some((r) => r.onFailure === "closed");
   try {
-    const ms = Math.max(rt.store.timeoutMs, 250);
-    await withDeadline(store.ping(), ms, () => new StoreTimeoutError(ms));
+    await pingStore(rt, store);
     return { ready: true };
   } catch (err) {
     const reason = describe(err);

@@ -9,6 +9,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ask, askMany, sleep, until } from "../support/decided-by.js";
 import { type GatewayProcess, spawnGateway } from "../support/gateway.js";
 import { freePort } from "../support/ports.js";
 import { type RedisClusterProcess, startRedisCluster } from "../support/redis-cluster.js";
@@ -16,36 +17,6 @@ import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
 const run = promisify(execFile);
 const LIMIT = 50;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, test: () => Promise<boolean>, timeoutMs: number): Promise<number> {
-  const started = Date.now();
-  for (;;) {
-    if (await test().catch(() => false)) return Date.now() - started;
-    if (Date.now() - started > timeoutMs)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-async function ask(url: string, key: string): Promise<string> {
-  try {
-    const res = await fetch(`${url}/x`, { headers: { "x-api-key": key }, signal: AbortSignal.timeout(5000) });
-    await res.arrayBuffer();
-    return `${res.headers.get("x-ratelimit-degraded") === "true" ? "degraded" : "store"}-${res.status}`;
-  } catch (err) {
-    return `socket-${(err as Error).name}`;
-  }
-}
-
-async function askMany(url: string, key: string, n: number): Promise<Record<string, number>> {
-  const tally: Record<string, number> = {};
-  for (let i = 0; i < n; i++) {
-    const answer = await ask(url, key);
-    tally[answer] = (tally[answer] ?? 0) + 1;
-  }
-  return tally;
-}
 
 let cluster: RedisClusterProcess;
 let upstream: TestUpstream;

@@ -25,6 +25,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ask, askMany, sleep, until } from "../support/decided-by.js";
 import { type GatewayProcess, spawnGateway } from "../support/gateway.js";
 import { makeNetns, type Netns, netnsUnavailable } from "../support/netns.js";
 import { freePort } from "../support/ports.js";
@@ -35,42 +36,10 @@ const LIMIT = 50;
 const MASTER_PORT = 6379;
 type Mode = "plain" | "min-replicas" | "wait" | "killed";
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, test: () => Promise<boolean>, timeoutMs: number): Promise<number> {
-  const started = Date.now();
-  for (;;) {
-    if (await test().catch(() => false)) return Date.now() - started;
-    if (Date.now() - started > timeoutMs)
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
 function client(host: string, port: number): Redis {
   const c = new Redis({ host, port, maxRetriesPerRequest: 0, commandTimeout: 500, lazyConnect: true });
   c.on("error", () => {});
   return c;
-}
-
-/** "store-200", "degraded-200", "store-429", "503", … for one request of `key`. */
-async function ask(url: string, key: string): Promise<string> {
-  try {
-    const res = await fetch(`${url}/x`, { headers: { "x-api-key": key }, signal: AbortSignal.timeout(5000) });
-    await res.arrayBuffer();
-    return `${res.headers.get("x-ratelimit-degraded") === "true" ? "degraded" : "store"}-${res.status}`;
-  } catch (err) {
-    return `socket-${(err as Error).name}`;
-  }
-}
-
-async function askMany(url: string, key: string, n: number): Promise<Record<string, number>> {
-  const tally: Record<string, number> = {};
-  for (let i = 0; i < n; i++) {
-    const answer = await ask(url, key);
-    tally[answer] = (tally[answer] ?? 0) + 1;
-  }
-  return tally;
 }
 
 function gatewayYaml(listen: string, admin: string, store: string, upstream: string, mode: Mode): string {

@@ -5,11 +5,11 @@
 // CSRF token; from then on the page calls the admin API itself with the cookie (sessions.ts,
 // auth.ts). Every answer here carries a Content-Security-Policy that allows only this origin's
 // own script and style: no inline script, no eval, no framing.
-import { timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TLSSocket } from "node:tls";
-import { type AdminToken, tokenDigest } from "../../config/admin-tokens.js";
+import type { AdminToken } from "../../config/admin-tokens.js";
+import { matchingToken } from "../auth.js";
 import { readJsonObject } from "../json-body.js";
 import { ProblemError, replyProblem, sendJson } from "../reply.js";
 import { type ConsoleSessions, CSRF_HEADER, sessionCookie, sessionIdOf } from "./sessions.js";
@@ -63,18 +63,6 @@ function send(
 
 /** Whether the admin listener this request came in on is TLS: the cookie is then Secure. */
 const overTls = (req: IncomingMessage) => (req.socket as Partial<TLSSocket>).encrypted === true;
-
-/** The token `presented` is, compared by digest with every configured one, whichever matches. */
-function tokenOf(presented: string, tokens: readonly AdminToken[]): AdminToken | undefined {
-  const digest = tokenDigest(presented);
-  let found: AdminToken | undefined;
-  for (const token of tokens) {
-    // Every token compared, in constant time: how long this takes says nothing of the match.
-    const same = timingSafeEqual(digest, token.digest);
-    if (same && found === undefined) found = token;
-  }
-  return presented.length > 0 ? found : undefined;
-}
 
 /** Answers a request under /admin/ui; the admin API is on (a token is configured). */
 export async function serveConsole(
@@ -132,7 +120,7 @@ async function session(req: IncomingMessage, res: ServerResponse, deps: ConsoleD
       }
       throw err;
     }
-    const token = typeof body.token === "string" ? tokenOf(body.token, tokens) : undefined;
+    const token = typeof body.token === "string" ? matchingToken(body.token, tokens) : undefined;
     if (!token) {
       replyProblem(res, "unauthorized", "that is not one of this gateway's admin tokens (admin.tokens)");
       return;

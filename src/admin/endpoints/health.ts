@@ -5,11 +5,11 @@
 import type { Runtime } from "../../config/compile.js";
 import { formatProblem } from "../../config/problems.js";
 import type { ReloadResult } from "../../config/reload-result.js";
-import { withDeadline } from "../../deadline.js";
 import type { BreakerState } from "../../limits/breaker.js";
 import type { Health } from "../../limits/stores/contract.js";
 import { storeAddress } from "../../observability/store-errors.js";
 import type { UpstreamTargetState } from "../../proxy/upstreams.js";
+import { pingStore } from "../readiness.js";
 import { sendJson } from "../reply.js";
 import type { AdminHandler } from "../router.js";
 
@@ -37,8 +37,7 @@ export function health(deps: HealthDeps): AdminHandler {
     const started = performance.now();
     let ping: { reachable: boolean; ping_ms?: number; error?: string };
     try {
-      const ms = Math.max(rt.store.timeoutMs, 250);
-      await withDeadline(store.ping(), ms, () => new Error(`no answer to PING within ${ms} ms`));
+      await pingStore(rt, store);
       ping = { reachable: true, ping_ms: Math.round((performance.now() - started) * 100) / 100 };
     } catch (err) {
       ping = { reachable: false, error: deps.describeStoreError(err) };

@@ -66,14 +66,17 @@ export function connect(options: ConnectionOptions): Redis | Cluster {
           // is found again on the next reconnect attempt only.
           failoverDetector: true,
           name: options.sentinel.name,
-          sentinels: options.sentinel.nodes.map((node) => {
-            const [host, port] = node.replace(/^redis:\/\//, "").split(":");
-            return { host: host!, port: Number(port ?? 26379) };
-          }),
+          sentinels: options.sentinel.nodes.map(sentinelAddress),
         })
       : new Redis(options.url ?? "redis://127.0.0.1:6379", redisOptions);
   client.on("error", (err: Error) => options.onError?.(err));
   return client;
+}
+
+/** A sentinel node as store.sentinel.nodes writes it (`host:port`, `redis://` optional). */
+export function sentinelAddress(node: string): { host: string; port: number } {
+  const [host, port] = node.replace(/^redis:\/\//, "").split(":");
+  return { host: host!, port: Number(port ?? 26379) };
 }
 
 function connectCluster(urls: readonly string[], redisOptions: RedisOptions): Cluster {

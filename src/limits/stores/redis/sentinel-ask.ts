@@ -1,6 +1,7 @@
 // A question to every sentinel: which master do you name? One small connection per sentinel,
 // opened on the first question (a store that never fails never opens them).
 import { Redis } from "ioredis";
+import { sentinelAddress } from "./connection.js";
 
 export interface SentinelQuestion {
   /** "host:port" per sentinel, undefined where one did not answer within the timeout. */
@@ -15,10 +16,8 @@ export function askSentinels(
   let clients: Redis[] | undefined;
   const open = () =>
     sentinel.nodes.map((node) => {
-      const [host, port] = node.replace(/^redis:\/\//, "").split(":");
       const client = new Redis({
-        host: host!,
-        port: Number(port ?? 26379),
+        ...sentinelAddress(node),
         // Queued until connected: the first question is asked on connections opened for it.
         // commandTimeout bounds the wait on a sentinel that is down.
         maxRetriesPerRequest: 0,
