@@ -261,6 +261,29 @@ class Topology {
       isolatedLate = await askMany(this.isolated.url, "key-c1", 30);
     }
     const { namedAt, recoveryMs } = await recovered;
+    // Counted once the failover has ended: the sentinel announces +switch-master only after
+    // reconfiguring the other replica, and ioredis then leaves the master it is on, new or not,
+    // so a gateway already on the new master reconnects once more (requests in that ~0.1 s are
+    // degraded: a known defect, see the stop note). After a kill this came right after recovery.
+    await until(
+      "the failover to end",
+      async () => {
+        const fields = (await this.sentinel.call("SENTINEL", "master", "mymaster")) as string[];
+        return !String(fields[fields.indexOf("flags") + 1]).includes("failover_in_progress");
+      },
+      20_000,
+    );
+    await until(
+      "the gateway back after +switch-master",
+      async () => (await ask(this.main.url, "key-probe")) === "store-200",
+      10_000,
+    );
+    await sleep(500);
+    await until(
+      "the gateway deciding from the store",
+      async () => (await ask(this.main.url, "key-probe")) === "store-200",
+      10_000,
+    );
     const mainAfter = {
       c1: await askMany(this.main.url, "key-c1", 30),
       c2: await askMany(this.main.url, "key-c2", 60),
