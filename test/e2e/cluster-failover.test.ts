@@ -11,7 +11,6 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ask, askMany, sleep, until } from "../support/decided-by.js";
 import { type GatewayProcess, spawnGateway } from "../support/gateway.js";
-import { freePort } from "../support/ports.js";
 import { type RedisClusterProcess, startRedisCluster } from "../support/redis-cluster.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
@@ -26,8 +25,8 @@ let callers: string[] = [];
 let probe = "";
 let victim = 0;
 
-const config = (seeds: string[], mode: "default" | "wait", ids: string[], probeId: string, port: number) => `
-listen: 127.0.0.1:${port}
+const config = (seeds: string[], mode: "default" | "wait", ids: string[], probeId: string) => `
+listen: 127.0.0.1:0
 admin: { listen: 127.0.0.1:0 }
 log: { level: info, requests: false }
 store:
@@ -57,7 +56,7 @@ beforeAll(async () => {
   probe = onVictim[2]!;
   expect(await cluster.replicaOf(victim)).toBeDefined();
   for (const mode of ["default", "wait"] as const)
-    gateways.set(mode, await spawnGateway(config(cluster.urls, mode, callers, probe, await freePort())));
+    gateways.set(mode, await spawnGateway(config(cluster.urls, mode, callers, probe)));
 }, 60_000);
 
 afterAll(async () => {

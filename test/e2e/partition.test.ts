@@ -301,7 +301,9 @@ class Topology {
     const backAt = Date.now();
     const newMaster = await this.masterPort();
     // Sentinel converts a returning old master only once it has looked sane for 8 s, and it
-    // asks a replica's INFO every 10 s: 10–30 s is its ordinary pace.
+    // asks a replica's INFO every 10 s: 10–30 s is its ordinary pace. A sentinel whose timer
+    // ran late (a loaded machine: CI ran past 45 s once) enters TILT and acts on nothing for
+    // 30 s more, so the wait allows that, and a timeout says whether the sentinel was tilted.
     await until(
       "the old master to replicate the new one",
       async () => {
@@ -312,8 +314,13 @@ class Topology {
           info.includes("master_link_status:up")
         );
       },
-      45_000,
-    );
+      80_000,
+    ).catch(async (err: Error) => {
+      const sentinel = String(await this.sentinel.info("sentinel").catch(() => "?"));
+      const tilt = sentinel.match(/sentinel_tilt:\d+/)?.[0] ?? "sentinel_tilt:?";
+      const role = String(await this.master.info("replication").catch(() => "?")).match(/role:\w+/)?.[0];
+      throw new Error(`${this.mode}: ${err.message} (${tilt}, old master ${role ?? "unreachable"})`);
+    });
     return {
       mode: this.mode,
       isolatedEarly,
@@ -395,7 +402,7 @@ describe.skipIf(unavailable !== undefined)(title, () => {
       figures.set(f.mode, f);
       console.log(`partition ${f.mode}: ${JSON.stringify(f)}`);
     }
-  }, 120_000);
+  }, 200_000);
 
   afterAll(async () => {
     await Promise.all([...topologies.values()].map((t) => t.stop()));
