@@ -60,11 +60,10 @@ export function connect(options: ConnectionOptions): Redis | Cluster {
     : options.sentinel
       ? new Redis({
           ...redisOptions,
-          // The sentinels' +switch-master makes the client leave the old master at once and ask
-          // them for the new one. Without it a master that stops answering but keeps its socket
-          // (a partition, a paused process) is left only when commands time out, and a killed one
-          // is found again on the next reconnect attempt only.
-          failoverDetector: true,
+          // ioredis' own detector reconnects on every +switch-master, even when already on the
+          // new master: the store watches +switch-master itself (switch-master.ts), and a
+          // master that stops answering is left by sentinel-recheck.ts.
+          failoverDetector: false,
           name: options.sentinel.name,
           sentinels: options.sentinel.nodes.map(sentinelAddress),
         })

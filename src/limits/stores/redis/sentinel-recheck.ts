@@ -1,9 +1,9 @@
 // While checks through Sentinel fail, ask the sentinels which master they name, and leave the
 // one the client is on when most of them name another.
 //
-// ioredis leaves a master on its own when the connection closes (a killed Redis) or when a
-// sentinel publishes +switch-master. Neither happens soon enough after a partition: the cut-off
-// master's socket stays open, and the sentinel that led the failover publishes +switch-master
+// The client leaves a master when the connection closes (a killed Redis) or when a sentinel
+// publishes +switch-master naming another (switch-master.ts). Neither happens soon enough
+// after a partition: the cut-off master's socket stays open, and the sentinel that led the failover publishes +switch-master
 // only after it has reconfigured every other replica, about a second after it began naming the
 // promoted one (measured in test/e2e/partition.test.ts: 1.4–1.9 s from the naming to the first
 // decision, against 0.2 s after a kill). Asking is cheap and only happens while checks fail.
@@ -104,17 +104,23 @@ export class SentinelRecheck {
       if (this.closed || this.timer === undefined || this.options.client.status !== "ready") return;
       if (this.options.current() !== current) return;
       if (masterToMoveTo(current, named, this.options.sentinelCount) === undefined) return;
-      // disconnect(true) reconnects through the sentinels, as +switch-master does; the "ready"
-      // that follows names the new master (watchMaster). It ends the socket gracefully, which
-      // a cut-off master never acknowledges: destroyed at once instead of disconnectTimeout
-      // later (0.55 s from the naming to the first decision with it, 0.3 s without).
-      const stream = this.options.client.stream as { destroy?: () => void } | undefined;
-      this.options.client.disconnect(true);
-      stream?.destroy?.();
+      leaveMaster(this.options.client);
     } catch {
       // A sentinel that cannot be asked is asked again next time.
     } finally {
       this.asking = false;
     }
   }
+}
+
+/**
+ * Reconnects through the sentinels; the "ready" that follows names the new master
+ * (watchMaster). disconnect(true) ends the socket gracefully, which a cut-off master never
+ * acknowledges: destroyed at once instead of disconnectTimeout later (0.55 s from the naming
+ * to the first decision with it, 0.3 s without).
+ */
+export function leaveMaster(client: Redis): void {
+  const stream = client.stream as { destroy?: () => void } | undefined;
+  client.disconnect(true);
+  stream?.destroy?.();
 }

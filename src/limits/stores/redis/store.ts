@@ -27,8 +27,9 @@ import { RedisDenialLog } from "./denial-log.js";
 import { KeyLister } from "./key-listing.js";
 import { parseChargeReply, parseScriptHeader } from "./replies.js";
 import { askSentinels } from "./sentinel-ask.js";
-import { SentinelRecheck } from "./sentinel-recheck.js";
+import { leaveMaster, masterToMoveTo, SentinelRecheck } from "./sentinel-recheck.js";
 import { Slots } from "./slots.js";
+import { watchSwitchMaster } from "./switch-master.js";
 
 export interface RedisStoreOptions extends ConnectionOptions {
   /** store.replicas: a check is answered once this many replicas hold its writes. */
@@ -76,7 +77,16 @@ export class RedisStore implements Store {
         options.onMasterChange?.(from, address);
       });
       const sentinels = askSentinels(options.sentinel, options.timeoutMs);
-      this.closeSentinelClients = sentinels.close;
+      const client = this.client;
+      const switches = watchSwitchMaster(options.sentinel, options.timeoutMs, (address) => {
+        // A client reconnecting is already asking the sentinels; one on `address` stays.
+        if (client.status !== "ready" || this.slots.master === "") return;
+        if (masterToMoveTo(this.slots.master, [address], 1) !== undefined) leaveMaster(client);
+      });
+      this.closeSentinelClients = () => {
+        sentinels.close();
+        switches.close();
+      };
       this.recheck = new SentinelRecheck({
         client: this.client,
         ask: sentinels.ask,
