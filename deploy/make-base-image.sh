@@ -21,6 +21,10 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 CACHE_DIR=${CACHE_DIR:-/var/cache/tollgate-image}
 NODE_BIN=${NODE_BIN:-$(command -v node)}
 NPM_DIR=${NPM_DIR:-$(dirname "$(dirname "$NODE_BIN")")/lib/node_modules/npm}
+# The host's own CA certificates (a TLS-inspecting proxy's, a company's): the base trusts them
+# too, so that `npm ci` in the build reaches the registry the way the host does. EXTRA_CA_DIR=
+# (empty) for none.
+EXTRA_CA_DIR=${EXTRA_CA_DIR-/usr/local/share/ca-certificates}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/podman-env.sh"
 
@@ -51,7 +55,10 @@ if [ -n "${FORCE:-}" ] || [ ! -s "$rootfs_tar" ]; then
 fi
 
 # The image is kept when it was made from this Node and this tarball.
-stamp="node=$node_version rootfs=$(stat -c %Y "$rootfs_tar")"
+extra_cas=
+[ -n "$EXTRA_CA_DIR" ] && extra_cas=$(find "$EXTRA_CA_DIR" -maxdepth 1 -name '*.crt' 2>/dev/null | sort)
+cas_sum=$( ([ -n "$extra_cas" ] && cat $extra_cas) | sha256sum | cut -c1-12)
+stamp="node=$node_version rootfs=$(stat -c %Y "$rootfs_tar") cas=$cas_sum"
 if [ -z "${FORCE:-}" ] && [ "$(podman image inspect --format '{{index .Labels "tollgate.base-stamp"}}' "$BASE_IMAGE" 2>/dev/null)" = "$stamp" ]; then
   echo "make-base-image: $BASE_IMAGE is up to date ($stamp)" >&2
   echo "$BASE_IMAGE"
@@ -65,11 +72,22 @@ cp "$rootfs_tar" "$ctx/rootfs.tar"
 mkdir -p "$ctx/node/bin" "$ctx/node/lib/node_modules"
 cp "$NODE_BIN" "$ctx/node/bin/node"
 cp -a "$NPM_DIR" "$ctx/node/lib/node_modules/npm"
+mkdir -p "$ctx/ca"
+ca_steps=
+if [ -n "$extra_cas" ]; then
+  # shellcheck disable=SC2086
+  cp $extra_cas "$ctx/ca/"
+  # Node reads its own CA list, not the system's: NODE_EXTRA_CA_CERTS adds the system's to it.
+  ca_steps='RUN update-ca-certificates
+ENV NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt'
+fi
 # The layout of the official node images: /usr/local/bin/{node,npm,npx}, user node 1000:1000.
 cat >"$ctx/Containerfile" <<CONTAINERFILE
 FROM scratch
 ADD rootfs.tar /
 COPY node /usr/local
+COPY ca /usr/local/share/ca-certificates/
+$ca_steps
 RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm \\
  && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx \\
  && groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/sh --create-home node \\
