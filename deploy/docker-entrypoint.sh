@@ -32,3 +32,12 @@ directory there, for example:
 with ./tollgate/gateway.yaml listening on 0.0.0.0 (config/gateway.yaml in the repository reads
 TOLLGATE_LISTEN, which the image sets to 0.0.0.0:8080), or set TOLLGATE_CONFIG to its path.
 Check it first: docker run --rm -v "\$PWD/tollgate:/etc/tollgate:ro" tollgate --check
+EOF
+  exit 2
+fi
+
+if [ -n "$serve" ] && [ "${TOLLGATE_ALLOW_DEMO_KEYS:-}" != 1 ]; then
+  node "$here/deploy/demo-keys.mjs" "$config" || exit $?
+fi
+
+exec node "$here/dist/cli.js" "$@"
