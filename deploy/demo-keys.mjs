@@ -45,7 +45,7 @@ async function main(file) {
     `tollgate: refusing to start: in ${file}, client${ids.length > 1 ? "s" : ""} ${ids.join(", ")} ` +
       `${ids.length > 1 ? "have" : "has"} a demo API key published in tollgate's repository, which anyone can use.
 Give each client a key of your own, as key_sha256 (echo -n "$KEY" | sha256sum), or issue keys at run time
-with `tollgate keys create` (the admin API). For a demo that only you can reach, set TOLLGATE_ALLOW_DEMO_KEYS=1.
+with "tollgate keys create" (the admin API). For a demo that only you can reach, set TOLLGATE_ALLOW_DEMO_KEYS=1.
 `,
   );
   return 2;
