@@ -31,10 +31,12 @@ COPY console ./console
 COPY config/gateway.schema.json ./config/gateway.schema.json
 COPY deploy/docker-entrypoint.sh ./docker-entrypoint.sh
 COPY deploy/demo-keys.mjs ./deploy/demo-keys.mjs
-# uid 1000 (node in node:*-slim): deploy/kubernetes/deployment.yaml's runAsUser. The files above
-# stay root's, read-only to it: the process can write nowhere in the image, which also runs on a
-# read-only root filesystem (nothing is written outside /tmp, and only by Node's own tmpdir).
-USER node
+# node:*-slim's user node, by number: a runtime can then see from the image alone that it is not
+# root (Kubernetes' runAsNonRoot refuses a named user it cannot resolve without runAsUser), and
+# it is deploy/kubernetes/deployment.yaml's runAsUser. The files above stay root's, read-only to
+# it; the gateway writes no file, so the image runs on a read-only root filesystem with no tmpfs
+# at all (deploy/check-image.sh checks that /tmp is not writable either).
+USER 1000:1000
 # 9090 is the admin listener's default port; it listens on the container's own loopback unless
 # the config says otherwise (TOLLGATE_ADMIN_LISTEN=0.0.0.0:9090 with config/gateway.yaml).
 EXPOSE 8080 9090

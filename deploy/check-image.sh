@@ -39,6 +39,7 @@ done
 
 cleanup() {
   for c in $($ENGINE ps -a --filter "name=$run_id" --format '{{.Names}}' 2>/dev/null); do
+    $ENGINE kill "$c" >/dev/null 2>&1 || true # at once: the upstream one-liner ignores SIGTERM
     $ENGINE rm -f "$c" >/dev/null 2>&1 || true
   done
   if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null || true; fi
@@ -182,7 +183,7 @@ running=$($ENGINE inspect --format '{{.State.Running}}' "$run_id-gw")
 uid=$($ENGINE exec "$run_id-gw" id -u || true)
 user=$($ENGINE image inspect --format '{{.Config.User}}' "$IMAGE")
 pid1=$($ENGINE exec "$run_id-gw" sh -c 'tr "\0" " " </proc/1/cmdline' || true)
-if [ "$uid" = 1000 ] && [ "$user" = node ]; then pass "runs as uid $uid (USER $user), PID 1: $pid1"
+if [ "$uid" = 1000 ] && [ "$user" = 1000:1000 ]; then pass "runs as uid $uid (USER $user), PID 1: $pid1"
 else fail "user: uid $uid, USER $user"; fi
 
 writable=
@@ -219,6 +220,7 @@ if [ "$code" = 0 ] && [ -n "$has_hc" ]; then pass "HEALTHCHECK $hc_cmd passes"
 else fail "HEALTHCHECK: exit $code ($hc), in the image: ${hc_cmd:-none}"; fi
 
 # SIGTERM with a request in flight: the upstream stalls it for 1 s, the gateway finishes it.
+$ENGINE kill "$run_id-upstream" >/dev/null 2>&1 || true
 $ENGINE rm -f "$run_id-upstream" >/dev/null
 $ENGINE run -d --name "$run_id-upstream" --network host --no-healthcheck --entrypoint node "$IMAGE" -e \
   "require('http').createServer((q,s)=>setTimeout(()=>s.end('slow ok'),1000)).listen($upstream_port,'127.0.0.1')" >/dev/null
@@ -227,7 +229,7 @@ curl -s -o /dev/null -w '%{http_code}' --max-time 10 "http://127.0.0.1:$proxy_po
 inflight_pid=$!
 sleep 0.3
 t0=$(now_ms)
-$ENGINE stop -t "$STOP_TIMEOUT" "$run_id-gw" >/dev/null || true
+$ENGINE stop -t "$STOP_TIMEOUT" "$run_id-gw" >/dev/null 2>>"$work/run.err" || true
 stop_ms=$(($(now_ms) - t0))
 wait "$inflight_pid" 2>/dev/null || true
 inflight=$(cat "$work/inflight")

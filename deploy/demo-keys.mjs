@@ -4,7 +4,8 @@
 // defaults), as `key` or as the `key_sha256` of one: anyone who has read the README can use
 // them. The config is read as the gateway reads it (`${VAR}` substituted from the environment by
 // dist/config/env.js, then YAML); one that cannot be read or parsed passes here, for the gateway
-// to refuse with its FILE:LINE:COLUMN. No key is ever printed, only the clients' ids.
+// to refuse with its FILE:LINE:COLUMN. The check is at start only: a key added by a hot reload
+// later is not refused. No key is ever printed, only the clients' ids.
 // TOLLGATE_ALLOW_DEMO_KEYS=1 (a demo reachable by its operator only, like deploy/docker-compose.yaml)
 // is checked by the entrypoint, which then does not run this.
 import { createHash } from "node:crypto";
@@ -32,12 +33,14 @@ export function clientsWithPublishedKeys(doc) {
 }
 
 async function main(file) {
+  // Imported here, not above, so that tests can import this module without a build. Missing,
+  // it throws: exit 1, and the entrypoint does not start the gateway (the check fails closed).
+  const { substituteEnv } = await import("../dist/config/env.js");
   let doc;
   try {
-    const { substituteEnv } = await import("../dist/config/env.js");
     doc = parse(substituteEnv(readFileSync(file, "utf8"), process.env).text);
   } catch {
-    return 0; // the gateway reads it again and says what is wrong, where
+    return 0; // unreadable or not YAML: the gateway reads it again and says what is wrong, where
   }
   const ids = clientsWithPublishedKeys(doc);
   if (ids.length === 0) return 0;
