@@ -104,8 +104,10 @@ for path in dist/cli.js dist/admin/healthcheck.js lua/check.lua console/index.ht
   config/gateway.schema.json deploy/demo-keys.mjs node_modules/ioredis; do
   $ENGINE run --rm --no-healthcheck --entrypoint test "$IMAGE" -e "/app/$path" || missing="$missing $path"
 done
+# sleep: deploy/kubernetes/deployment.yaml's preStop runs it.
+$ENGINE run --rm --no-healthcheck --entrypoint sh "$IMAGE" -c 'command -v sleep' >/dev/null || missing="$missing sleep"
 present=$($ENGINE run --rm --no-healthcheck --entrypoint sh "$IMAGE" -c 'ls /app/config/*.yaml /etc/tollgate 2>/dev/null; ls /app/dist/config/docs.* 2>/dev/null' || true)
-if [ -z "$missing" ] && [ -z "$present" ]; then pass "holds dist, lua, console, the schema and the production dependencies; no config, no docs generator"
+if [ -z "$missing" ] && [ -z "$present" ]; then pass "holds dist, lua, console, the schema, the production dependencies and sleep; no config, no docs generator"
 else fail "contents: missing:${missing:- none}; should not be there: ${present:-none}"; fi
 
 # --- refusals ------------------------------------------------------------------------------------
@@ -171,8 +173,9 @@ t0=$(now_ms)
 # host without systemd lacks (it says so on stderr); `healthcheck run` below runs it once.
 health_flags= run_image gw -d -v "$work/etc:/etc/tollgate:ro" -e ADMIN_TOKEN="$token" "$IMAGE" >/dev/null 2>"$work/run.err" ||
   { fail "run: $(cat "$work/run.err")"; exit 1; }
+started=$(($(now_ms) - t0))
 if code=$(wait_200 "http://127.0.0.1:$admin_port/readyz" 30); then
-  pass "answers /readyz 200, $(($(now_ms) - t0)) ms after run"
+  pass "answers /readyz 200, $(($(now_ms) - t0)) ms after run (the engine's run returned after $started ms)"
 else
   fail "/readyz: last answer $code after 30 s"
   $ENGINE logs "$run_id-gw" 2>&1 | tail -20
@@ -205,6 +208,19 @@ if [ "$codes" = " 200 200 200 429" ] && echo "$body" | head -1 | grep -q " 429" 
   pass "burst 3: answers$codes, the 429 a problem+json; $redis_keys key(s) in Redis on port $redis_port"
 else fail "429 through Redis: answers$codes, $redis_keys Redis key(s); $(echo "$body" | head -1)"; fi
 
+# /readyz with the store not answering: 503 (the route fails closed), then 200 again.
+kill -STOP "$redis_pid"
+i=0 code=
+while [ $i -lt 50 ]; do
+  code=$(curl -s -o "$work/readyz" -w '%{http_code}' --max-time 2 "http://127.0.0.1:$admin_port/readyz" || true)
+  [ "$code" = 503 ] && break
+  i=$((i + 1)); sleep 0.1
+done
+kill -CONT "$redis_pid"
+if [ "$code" = 503 ] && again=$(wait_200 "http://127.0.0.1:$admin_port/readyz" 10); then
+  pass "/readyz with Redis paused (SIGSTOP): 503, and 200 again once it runs"
+else fail "/readyz with Redis paused: $code, then ${again:-no 200}"; fi
+
 code=$(curl -s -o "$work/console.html" -w '%{http_code}' "http://127.0.0.1:$admin_port/admin/ui/")
 if [ "$code" = 200 ] && grep -qi "<html" "$work/console.html"; then pass "admin console: GET /admin/ui/ 200 ($(wc -c <"$work/console.html") bytes of HTML)"
 else fail "admin console: GET /admin/ui/ $code"; fi
@@ -212,7 +228,14 @@ else fail "admin console: GET /admin/ui/ $code"; fi
 if [ "$ENGINE" = podman ]; then
   hc=$(podman healthcheck run "$run_id-gw" 2>&1) && code=0 || code=$?
 else
-  hc=$(docker exec "$run_id-gw" node /app/dist/admin/healthcheck.js /healthz 2>&1) && code=0 || code=$?
+  # Docker runs it itself, a first time one interval (10 s) after the start.
+  i=0 code=1 hc=
+  while [ $i -lt 40 ]; do
+    hc=$(docker inspect --format '{{.State.Health.Status}}' "$run_id-gw" 2>&1 || true)
+    [ "$hc" = healthy ] && { code=0; break; }
+    [ "$hc" = unhealthy ] && break
+    i=$((i + 1)); sleep 1
+  done
 fi
 hc_cmd=$($ENGINE image inspect --format '{{json .Config.Healthcheck.Test}}' "$IMAGE" 2>/dev/null || true)
 case "$hc_cmd" in *healthcheck.js*) has_hc=1 ;; *) has_hc= ;; esac
