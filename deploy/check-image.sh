@@ -11,7 +11,8 @@
 # root filesystem with no tmpfs at all; it refuses to start without a config and with the demo's
 # published keys, saying why; --check passes on the test's config; the gateway answers /readyz,
 # serves a 429 once a caller's burst is spent, with the state in a real Redis (a redis-server
-# this script starts on a free loopback port), and the admin console's files; the image's
+# this script starts on a free loopback port), /readyz 503 while that Redis is paused (SIGSTOP)
+# and 200 once it runs again, and the admin console's files; the image's
 # HEALTHCHECK passes; SIGTERM stops it within its grace, exit code 0. Figures: build time,
 # image size, start time (run to /readyz 200), stop time.
 #
@@ -42,7 +43,11 @@ cleanup() {
     $ENGINE kill "$c" >/dev/null 2>&1 || true # at once: the upstream one-liner ignores SIGTERM
     $ENGINE rm -f "$c" >/dev/null 2>&1 || true
   done
-  if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null || true; fi
+  # CONT first: interrupted during the /readyz check, the Redis is still stopped (SIGSTOP).
+  if [ -n "$redis_pid" ]; then
+    kill -CONT "$redis_pid" 2>/dev/null || true
+    kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -51,7 +56,9 @@ trap 'exit 130' INT TERM
 now_ms() { date +%s%3N; }
 pass() { echo "PASS  $*"; }
 fail() { echo "FAIL  $*"; failures=$((failures + 1)); }
-# A port nothing listens on now, on 127.0.0.1 (the kernel's pick, released at once).
+# A port nothing listens on now, on 127.0.0.1 (the kernel's pick, released at once). A race,
+# accepted here: the containers share the host's network and their ports must be known before
+# they start; a port taken meanwhile shows as a FAIL with the gateway's EADDRINUSE in its log.
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
     node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'
