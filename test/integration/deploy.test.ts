@@ -429,6 +429,38 @@ describe("Dockerfile", () => {
   });
 });
 
+describe("deploy/check-image.sh and deploy/make-base-image.sh (run by hand: npm run check:image)", () => {
+  const scripts = ["deploy/check-image.sh", "deploy/make-base-image.sh", "deploy/podman-env.sh"];
+
+  it("parse as POSIX sh, and are what the package scripts run", () => {
+    for (const script of scripts) {
+      const r = spawnSync("sh", ["-n", `${root}${script}`], { encoding: "utf8" });
+      expect(r.status, `${script}: ${r.stderr}`).toBe(0);
+    }
+    const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string> };
+    expect(pkg.scripts["check:image"]).toBe("sh deploy/check-image.sh");
+    expect(pkg.scripts["image:base"]).toBe("sh deploy/make-base-image.sh");
+    // Not in npm test: vitest runs no shell script, and the suite must stay near 5 minutes.
+    expect(pkg.scripts.test).toBe("vitest run");
+  });
+
+  it("give podman a containers.conf without default ulimits, on runc, unless one is set", () => {
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-podman-env-"));
+    const r = spawnSync("sh", ["-c", `. ${root}deploy/podman-env.sh && echo "$CONTAINERS_CONF"`], {
+      env: { PATH: process.env.PATH, TMPDIR: dir },
+      encoding: "utf8",
+    });
+    const conf = readFileSync(r.stdout.trim(), "utf8");
+    expect(conf).toContain("[containers]\ndefault_ulimits = []");
+    expect(conf).toContain('runtime = "runc"');
+    const kept = spawnSync("sh", ["-c", `. ${root}deploy/podman-env.sh && echo "$CONTAINERS_CONF"`], {
+      env: { PATH: process.env.PATH, CONTAINERS_CONF: "/etc/mine.conf" },
+      encoding: "utf8",
+    });
+    expect(kept.stdout.trim()).toBe("/etc/mine.conf");
+  });
+});
+
 describe("docs/deployment.md: docker run", () => {
   const block = /^# Deploying\n[\s\S]*?```sh\n([\s\S]*?)```/m
     .exec(read("docs/deployment.md"))![1]!
