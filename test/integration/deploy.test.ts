@@ -13,6 +13,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
@@ -119,8 +120,14 @@ describe("deploy/kubernetes", () => {
     const preStop = container.lifecycle.preStop;
     expect(preStop.sleep).toBeUndefined();
     expect(preStop.exec.command).toEqual(["sleep", "5"]);
-    // The image's base has a sleep binary (Debian's coreutils); distroless images do not.
-    expect(read("Dockerfile")).toMatch(/^FROM node:\d+-slim$/m);
+    // The image's base has a sleep binary (Debian's coreutils); distroless images do not. Both
+    // stages build on it; deploy/make-base-image.sh's stand-in is a Debian too.
+    expect(read("Dockerfile")).toMatch(/^ARG NODE_IMAGE=node:\d+-slim$/m);
+    expect(read("Dockerfile").match(/^FROM .*/gm)).toEqual([
+      "FROM ${NODE_IMAGE} AS build",
+      "FROM ${NODE_IMAGE}",
+    ]);
+    expect(read("deploy/make-base-image.sh")).toContain("debootstrap --variant=minbase");
   });
 
   it("container ports, probes, services and the NetworkPolicy match the config's listeners", () => {
@@ -147,6 +154,23 @@ describe("deploy/kubernetes", () => {
       r.ports.map((p) => p.port),
     );
     expect(policyPorts.sort()).toEqual(["admin", "proxy"]);
+  });
+
+  it("runs as the image's user on a read-only root with no tmpfs, as compose runs it", () => {
+    const user = dockerfile().findLast((s) => s.op === "USER")!.args;
+    const pod = deployment.spec.template.spec.securityContext;
+    expect(user).toBe(`${pod.runAsUser}:${pod.runAsGroup}`);
+    expect(pod.runAsNonRoot).toBe(true);
+    expect(container.securityContext.readOnlyRootFilesystem).toBe(true);
+    expect(container.securityContext.capabilities.drop).toEqual(["ALL"]);
+    // The gateway writes no file (deploy/check-image.sh runs the image with /tmp read-only too):
+    // the only volume is the config.
+    expect(deployment.spec.template.spec.volumes.map((v: { name: string }) => v.name)).toEqual(["config"]);
+    const gateway = parse(read("deploy/docker-compose.yaml")).services.gateway;
+    expect(gateway.read_only).toBe(true);
+    expect(gateway.tmpfs).toBeUndefined();
+    expect(gateway.user).toBeUndefined(); // the image's
+    expect(gateway.cap_drop).toEqual(["ALL"]);
   });
 
   it("the config is mounted as a directory (no subPath), so edits reach the pod and hot-reload", () => {
@@ -255,10 +279,35 @@ describe("Dockerfile", () => {
       .find((v) => v !== undefined);
 
   it("the image holds no config: the demo's plain keys never ship in it", () => {
-    for (const s of runtime.filter((s) => s.op === "COPY")) expect(s.args).not.toMatch(/\bconfig\b/);
+    for (const s of runtime.filter((s) => s.op === "COPY"))
+      expect(s.args.replaceAll("config/gateway.schema.json", "")).not.toMatch(/\bconfig\b/);
     const config = envOf("TOLLGATE_CONFIG")!;
     expect(config).toBe("/etc/tollgate/gateway.yaml");
-    expect(read(".dockerignore")).not.toMatch(/^!config/m);
+    expect(read(".dockerignore").match(/^!config.*/gm)).toEqual(["!config/gateway.schema.json"]);
+  });
+
+  it("holds what package.json's files ships, at the same paths, and leaves out what it leaves out", () => {
+    const pkg = JSON.parse(read("package.json")) as { files: string[] };
+    const copied = runtime
+      .filter((s) => s.op === "COPY")
+      .map((s) => s.args.replace(/^--from=\S+\s+/, "").split(/\s+/));
+    for (const entry of pkg.files.filter((f) => !f.startsWith("!"))) {
+      const copy = copied.find(([source]) => source === entry || source === `/app/${entry}`);
+      expect(copy, entry).toBeDefined();
+      expect([`./${entry}`, `/app/${entry}`], entry).toContain(copy![1]);
+    }
+    // Left out: removed from the build stage's dist before the runtime copies it.
+    const build = steps
+      .filter((s) => s.stage === 0 && s.op === "RUN")
+      .map((s) => s.args)
+      .join(" ");
+    const removed = /\brm -f ([^&;]+)/.exec(build)?.[1]?.trim().split(/\s+/) ?? [];
+    for (const entry of pkg.files.filter((f) => f.startsWith("!"))) expect(removed).toContain(entry.slice(1));
+    // What the gateway reads beside dist/ at run time, found from the modules that read it.
+    expect(read("src/admin/console/routes.ts")).toContain('new URL("../../../console/", import.meta.url)');
+    expect(read("src/limits/stores/redis/scripts.ts")).toContain(
+      'new URL("../../../../lua/", import.meta.url)',
+    );
   });
 
   it("the health check reads the admin port from the config instead of assuming 9090", () => {
@@ -284,11 +333,22 @@ describe("Dockerfile", () => {
 
   describe("docker-entrypoint.sh", () => {
     const entry = runtime.find((s) => s.op === "ENTRYPOINT")!.args;
-    /** The script in a directory of its own beside a stand-in dist/cli.js that prints its arguments. */
+    /**
+     * The script laid out as in the image (/app): beside it a stand-in dist/cli.js that prints its
+     * arguments, deploy/demo-keys.mjs, and node_modules. dist/config/env.js is a stand-in too
+     * (no build here): `${NAME}` and `${NAME:-default}` only, enough for these configs.
+     */
     const image = mkdtempSync(join(tmpdir(), "tollgate-image-"));
-    mkdirSync(join(image, "dist"));
+    mkdirSync(join(image, "dist/config"), { recursive: true });
+    mkdirSync(join(image, "deploy"));
     copyFileSync(`${root}deploy/docker-entrypoint.sh`, join(image, "docker-entrypoint.sh"));
+    copyFileSync(`${root}deploy/demo-keys.mjs`, join(image, "deploy/demo-keys.mjs"));
+    symlinkSync(`${root}node_modules`, join(image, "node_modules"));
     writeFileSync(join(image, "dist/cli.js"), "console.log(JSON.stringify(process.argv.slice(2)));\n");
+    writeFileSync(
+      join(image, "dist/config/env.js"),
+      "export const substituteEnv = (text, env) => ({ text: text.replace(/\\$\\{(\\w+)(?::-([^}]*))?\\}/g, (_, n, d) => env[n] || d || '') });\n",
+    );
     const run = (env: Record<string, string>, args: string[] = []) =>
       spawnSync("sh", [join(image, "docker-entrypoint.sh"), ...args], {
         env: { PATH: process.env.PATH, ...env },
@@ -313,6 +373,51 @@ describe("Dockerfile", () => {
       expect(run({ TOLLGATE_CONFIG: "/nowhere.yaml" }, ["--check"]).status).toBe(2);
     });
 
+    it("refuses a config whose clients use a key the repository publishes, naming them, never the key", () => {
+      const demo = writeConfig(read("config/gateway.yaml"));
+      const r = run({ TOLLGATE_CONFIG: demo });
+      expect(r.status).toBe(2);
+      expect(r.stdout).toBe(""); // the CLI never ran
+      expect(r.stderr).toContain(
+        `tollgate: refusing to start: in ${demo}, clients demo-free, demo-pro have a demo API key`,
+      );
+      expect(r.stderr).toContain("TOLLGATE_ALLOW_DEMO_KEYS=1");
+      expect(r.stderr).not.toMatch(/demo-(free|pro)-key/);
+      // Through ${VAR}, as a hash, in --config: refused too.
+      const viaEnv = writeConfig('clients: [{ id: a, key: "${K}" }]\n');
+      expect(run({ TOLLGATE_CONFIG: viaEnv, K: "demo-pro-key" }).stderr).toContain("client a has");
+      expect(run({ TOLLGATE_CONFIG: viaEnv, K: "a-key-of-my-own" }).status).toBe(0);
+      const hashed = writeConfig(
+        `clients: [{ id: b, key_sha256: "${createHash("sha256").update("dev-key").digest("hex").toUpperCase()}" }]\n`,
+      );
+      expect(run({ TOLLGATE_CONFIG: "/nowhere.yaml" }, ["--config", hashed]).status).toBe(2);
+      // Allowed for a demo; not looked at by --check, --version or an operator command.
+      expect(JSON.parse(run({ TOLLGATE_CONFIG: demo, TOLLGATE_ALLOW_DEMO_KEYS: "1" }).stdout)).toEqual([]);
+      expect(run({ TOLLGATE_CONFIG: demo, TOLLGATE_ALLOW_DEMO_KEYS: "yes" }).status).toBe(2);
+      expect(JSON.parse(run({ TOLLGATE_CONFIG: demo }, ["--check"]).stdout)).toEqual(["--check"]);
+      expect(JSON.parse(run({ TOLLGATE_CONFIG: demo }, ["keys", "list"]).stdout)).toEqual(["keys", "list"]);
+      // A config that does not parse is for the gateway to refuse, with its FILE:LINE:COLUMN.
+      expect(run({ TOLLGATE_CONFIG: writeConfig("clients: [\n") }).status).toBe(0);
+    });
+
+    it("the published keys it refuses are every plain key of config/gateway.yaml and config/examples/", async () => {
+      const { PUBLISHED_KEYS } = (await import(`${root}deploy/demo-keys.mjs`)) as {
+        PUBLISHED_KEYS: string[];
+      };
+      const files = [
+        "config/gateway.yaml",
+        ...readdirSync(`${root}config/examples`).map((f) => `config/examples/${f}`),
+      ];
+      const keys = new Set<string>();
+      for (const file of files.filter((f) => f.endsWith(".yaml"))) {
+        const loaded = loadConfigText(read(file), file, {});
+        if (!loaded.ok) continue; // an example that needs its env: its defaults are read below
+        for (const c of loaded.config.clients) if (c.key) keys.add(c.key);
+        for (const m of read(file).matchAll(/\bkey: "?\$\{\w+:-([^}]+)\}/g)) keys.add(m[1]!);
+      }
+      expect([...keys].sort()).toEqual([...PUBLISHED_KEYS].sort());
+    });
+
     it("with one, runs the CLI with the arguments given; --config, --help and --version pass through", () => {
       const config = writeConfig("listen: 127.0.0.1:0\n");
       expect(JSON.parse(run({ TOLLGATE_CONFIG: config }).stdout)).toEqual([]);
@@ -321,6 +426,38 @@ describe("Dockerfile", () => {
       expect(JSON.parse(run(missing, ["--config", config]).stdout)).toEqual(["--config", config]);
       expect(JSON.parse(run(missing, ["--version"]).stdout)).toEqual(["--version"]);
     });
+  });
+});
+
+describe("deploy/check-image.sh and deploy/make-base-image.sh (run by hand: npm run check:image)", () => {
+  const scripts = ["deploy/check-image.sh", "deploy/make-base-image.sh", "deploy/podman-env.sh"];
+
+  it("parse as POSIX sh, and are what the package scripts run", () => {
+    for (const script of scripts) {
+      const r = spawnSync("sh", ["-n", `${root}${script}`], { encoding: "utf8" });
+      expect(r.status, `${script}: ${r.stderr}`).toBe(0);
+    }
+    const pkg = JSON.parse(read("package.json")) as { scripts: Record<string, string> };
+    expect(pkg.scripts["check:image"]).toBe("sh deploy/check-image.sh");
+    expect(pkg.scripts["image:base"]).toBe("sh deploy/make-base-image.sh");
+    // Not in npm test: vitest runs no shell script, and the suite must stay near 5 minutes.
+    expect(pkg.scripts.test).toBe("vitest run");
+  });
+
+  it("give podman a containers.conf without default ulimits, on runc, unless one is set", () => {
+    const dir = mkdtempSync(join(tmpdir(), "tollgate-podman-env-"));
+    const r = spawnSync("sh", ["-c", `. ${root}deploy/podman-env.sh && echo "$CONTAINERS_CONF"`], {
+      env: { PATH: process.env.PATH, TMPDIR: dir },
+      encoding: "utf8",
+    });
+    const conf = readFileSync(r.stdout.trim(), "utf8");
+    expect(conf).toContain("[containers]\ndefault_ulimits = []");
+    expect(conf).toContain('runtime = "runc"');
+    const kept = spawnSync("sh", ["-c", `. ${root}deploy/podman-env.sh && echo "$CONTAINERS_CONF"`], {
+      env: { PATH: process.env.PATH, CONTAINERS_CONF: "/etc/mine.conf" },
+      encoding: "utf8",
+    });
+    expect(kept.stdout.trim()).toBe("/etc/mine.conf");
   });
 });
 
@@ -374,7 +511,8 @@ describe("deploy/docker-compose.yaml", () => {
 
   it("every env var a gateway gets is one config/gateway.yaml reads, and the config loads with them", () => {
     const env: Record<string, string> = gateway.environment;
-    const used = placeholders(gatewayYaml).map((p) => p.name);
+    // TOLLGATE_ALLOW_DEMO_KEYS is the entrypoint's (docker-entrypoint.sh), not the config's.
+    const used = [...placeholders(gatewayYaml).map((p) => p.name), "TOLLGATE_ALLOW_DEMO_KEYS"];
     for (const name of Object.keys(env)) expect(used, name).toContain(name);
     const loaded = loadConfigText(gatewayYaml, "config/gateway.yaml", env);
     expect(loaded.ok).toBe(true);
@@ -384,6 +522,8 @@ describe("deploy/docker-compose.yaml", () => {
     // Hosts the gateway reaches are services of this file.
     expect(Object.keys(compose.services)).toContain(new URL(env.UPSTREAM_URL!).hostname);
     expect(Number(new URL(env.UPSTREAM_URL!).port)).toBe(Number(compose.services.upstream.environment.PORT));
+    // The image refuses the demo's published keys unless told that this is a demo.
+    expect(env.TOLLGATE_ALLOW_DEMO_KEYS).toBe("1");
     // The health check reads the admin port from the config, like the image's.
     expect(gateway.healthcheck.test).toEqual(["CMD", "node", "/app/dist/admin/healthcheck.js", "/readyz"]);
     expect(compose.services.lb.depends_on.gateway.condition).toBe("service_healthy");
