@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { withKeys } from "../../src/admin/readiness.js";
 import { keysLifetime } from "../../src/identity/idp/cache-lifetime.js";
 import { FetchError, type FetchJson, unfetchableUrl } from "../../src/identity/idp/fetch-json.js";
+import { RemoteKeySets } from "../../src/identity/idp/key-sets.js";
 import { RefetchGate } from "../../src/identity/idp/refetch-gate.js";
 import { RemoteJwks } from "../../src/identity/idp/remote-jwks.js";
 import type { RemoteKeysSpec } from "../../src/identity/idp/spec.js";
@@ -321,5 +322,41 @@ describe("RemoteJwks", () => {
       ok: false,
       detail: "the gateway has not yet fetched its identity provider's keys; try again shortly",
     });
+  });
+});
+
+describe("RemoteKeySets across reloads", () => {
+  const verifierOf = (remote: RemoteKeysSpec | undefined) =>
+    new JwtVerifier(remote ? { remote } : { secret: "s".repeat(32) }, {
+      issuer: ISSUER,
+      audience: "api",
+      clockToleranceMs: 5000,
+      claims: { client: "sub", plan: "plan" },
+    });
+
+  it("the same IdP settings keep the fetched keys; other settings start a new set; none stops it", async () => {
+    const idp = new FakeIdp();
+    const time = new FakeTime();
+    const a = signingKey("a");
+    idp.keys = [a];
+    const sets = new RemoteKeySets({ fetchJson: idp.fetchJson, now: time.now, schedule: time.schedule });
+    const first = verifierOf(spec);
+    sets.bind(first);
+    await sets.firstFetch();
+    expect(idp.fetches).toBe(1);
+    idp.down = true; // a reload during an outage
+    const reloaded = verifierOf({ ...spec });
+    sets.bind(reloaded);
+    await sets.firstFetch();
+    expect(idp.fetches).toBe(1);
+    expect((await reloaded.verify(await sign(a, time.nowMs), time.nowMs)).ok).toBe(true);
+    idp.down = false;
+    sets.bind(verifierOf({ ...spec, refetchIntervalMs: 10_000 }));
+    await sets.firstFetch();
+    expect(idp.fetches).toBe(2);
+    sets.bind(verifierOf(undefined));
+    expect(sets.status()).toBeUndefined();
+    await time.advance(86_400_000);
+    expect(idp.fetches).toBe(2); // stopped: no refresh timer left behind
   });
 });
