@@ -113,3 +113,16 @@ describe("fetchJson against a misbehaving identity provider", () => {
     });
   });
 });
+
+describe("fetchJson stopped", () => {
+  it("an abort ends a fetch in flight at once and closes its socket", async () => {
+    const url = await listen(createNetServer((s) => s.resume()));
+    const abort = new AbortController();
+    const started = performance.now();
+    const fetching = fetchJson(url, { deadlineMs: 5000, signal: abort.signal });
+    setTimeout(() => abort.abort(), 50);
+    await expect(fetching).rejects.toMatchObject({ outcome: "network", message: "the fetch was stopped" });
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(await socketsClosed()).toBe(0);
+  });
+});

@@ -113,7 +113,9 @@ class FakeIdp {
   discoveryIssuer = ISSUER;
   /** Resolves a fetch when the test says so, to hold one in flight. */
   hold: Promise<void> | undefined;
+  readonly urls: string[] = [];
   readonly fetchJson: FetchJson = async (url) => {
+    this.urls.push(url.href);
     if (url.pathname === "/.well-known/openid-configuration")
       return { json: { issuer: this.discoveryIssuer, jwks_uri: `${ISSUER}/jwks` }, headers: {} };
     this.fetches++;
@@ -313,6 +315,20 @@ describe("RemoteJwks", () => {
     expect(await verify(await sign(a, time.nowMs))).toBe(
       "the gateway has not yet fetched its identity provider's keys; try again shortly",
     );
+  });
+
+  it("a token's own jku or jwk header is never fetched nor trusted: keys come from the IdP only", async () => {
+    const { idp, time, jwks, verify } = setup();
+    const a = signingKey("a");
+    const evil = signingKey("evil");
+    idp.keys = [a];
+    await jwks.start();
+    const token = await new SignJWT({ sub: "admin", plan: "free", iss: ISSUER, aud: "api" })
+      .setProtectedHeader({ alg: "ES256", kid: "evil", jku: "https://evil.test/jwks", jwk: await evil.jwk() })
+      .setExpirationTime(Math.floor(time.nowMs / 1000) + 600)
+      .sign(evil.privateKey);
+    expect(await verify(token)).toBe("no key of this gateway matches the JWT's kid");
+    expect(idp.urls.every((u) => u.startsWith(ISSUER))).toBe(true);
   });
 
   it("a verifier whose keys were never bound refuses with the reason (--check, a bare compile)", async () => {

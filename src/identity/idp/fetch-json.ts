@@ -26,6 +26,8 @@ export interface FetchOptions {
   /** PEM certificates trusted for this host instead of the system's. */
   ca?: string | undefined;
   maxBytes?: number;
+  /** Aborts the fetch (the key set stopped): it fails at once, its socket destroyed. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface FetchedJson {
@@ -88,6 +90,11 @@ export const fetchJson: FetchJson = (url, options) =>
       options.deadlineMs,
     );
     req.on("error", (err) => fail(classify(err)));
+    const signal = options.signal;
+    if (signal?.aborted) fail(new FetchError("network", "the fetch was stopped"));
+    signal?.addEventListener("abort", () => fail(new FetchError("network", "the fetch was stopped")), {
+      once: true,
+    });
     req.on("response", (res) => {
       const status = res.statusCode ?? 0;
       if (status !== 200) {

@@ -66,6 +66,8 @@ export class RemoteJwks {
   private readonly gate: RefetchGate;
   private timer: { cancel(): void } | undefined;
   private stopped = false;
+  /** Aborts a fetch in flight when the set stops, so no socket outlives the config that wanted it. */
+  private readonly abort = new AbortController();
 
   constructor(
     private readonly spec: RemoteKeysSpec,
@@ -83,6 +85,7 @@ export class RemoteJwks {
   stop(): void {
     this.stopped = true;
     this.timer?.cancel();
+    this.abort.abort();
   }
 
   /** jose's key resolver: the key for this token's header, refetching once for an unknown kid. */
@@ -149,6 +152,8 @@ export class RemoteJwks {
       this.lastError = { message: failure.message, atMs: this.deps.now() };
       this.deps.onFetch?.(failure.outcome);
       this.deps.onFailure?.(failure.message, this.held !== undefined);
+      // The IdP may have moved its JWKS: the next attempt asks its discovery document again.
+      if (this.spec.issuer !== undefined) this.jwksUrl = undefined;
       // Asked again after the refetch interval, the IdP's next answer brings the keys back.
       nextMs = this.spec.refetchIntervalMs;
     }
@@ -159,7 +164,7 @@ export class RemoteJwks {
   private async fetchKeys(): Promise<Held> {
     const { fetchTimeoutMs: deadlineMs, ca } = this.spec;
     const jwksUrl = this.jwksUrl ?? (await this.discover());
-    const fetched = await this.deps.fetchJson(jwksUrl, { deadlineMs, ca });
+    const fetched = await this.deps.fetchJson(jwksUrl, { deadlineMs, ca, signal: this.abort.signal });
     const receivedMs = this.deps.now();
     const jwks = checkedJwks(fetched.json);
     const { lifetimeMs } = keysLifetime(fetched.headers, receivedMs, {
@@ -181,6 +186,7 @@ export class RemoteJwks {
     const { json } = await this.deps.fetchJson(url, {
       deadlineMs: this.spec.fetchTimeoutMs,
       ca: this.spec.ca,
+      signal: this.abort.signal,
     });
     const doc = json as { issuer?: unknown; jwks_uri?: unknown } | null;
     if (doc === null || typeof doc !== "object")
