@@ -100,21 +100,21 @@ describe("keys from an identity provider", () => {
     expect(provider.jwksFetches).toBe(2);
 
     // A flood of forged kids within the interval (the rotation's fetch began it): no fetch at
-    // all. 1,000 through the proxy, then 10,000 straight into the gateway's verifier (the same
+    // all. 500 through the proxy, then 10,000 straight into the gateway's verifier (the same
     // key set; HTTP would make this test take seconds more and prove nothing else).
     const [, body, signature] = (await provider.token(a)).split(".");
     const agent = new Agent({ keepAlive: true, maxSockets: 32 });
     const forged = () =>
       `${Buffer.from(JSON.stringify({ alg: "ES256", kid: randomBytes(8).toString("hex") })).toString("base64url")}.${body}.${signature}`;
     const statuses = new Map<number, number>();
-    for (let batch = 0; batch < 2; batch++) {
+    for (let batch = 0; batch < 1; batch++) {
       const replies = await Promise.all(
         Array.from({ length: 500 }, () => send(gw.url, { path: "/", headers: bearer(forged()), agent })),
       );
       for (const r of replies) statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
     }
     agent.destroy();
-    expect(Object.fromEntries(statuses)).toEqual({ 401: 1000 });
+    expect(Object.fromEntries(statuses)).toEqual({ 401: 500 });
     const verifier = gw.gateway.currentRuntime.identity.jwt!;
     const results = await Promise.all(Array.from({ length: 10_000 }, () => verifier.verify(forged())));
     expect(new Set(results.map((r) => (r.ok ? "ok" : r.detail)))).toEqual(
