@@ -876,6 +876,13 @@ function checkRemoteKeys(
   if (jwt.cache_floor < 1000) add(path, "cache_floor must be at least 1s", "cache_floor");
   if (jwt.cache_ceiling < jwt.cache_floor)
     add(path, "cache_ceiling must not be shorter than cache_floor", "cache_ceiling");
+  else if (jwt.cache_ceiling > 7 * 86_400_000)
+    add(
+      path,
+      "cache_ceiling must be at most 7d: keys an IdP rotates must be fetched again some day",
+      "cache_ceiling",
+    );
+  if (jwt.refetch_interval > 86_400_000) add(path, "refetch_interval must be at most 1d", "refetch_interval");
 }
 
 function checkStoreAndWorkers(config: CheckableConfig, invalid: Invalid, add: Add) {

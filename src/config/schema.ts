@@ -952,7 +952,7 @@ export const configSchema = z
             refetch_interval: duration()
               .default(30_000)
               .describe(
-                "a token with a kid the cached keys lack fetches them again at most once per this (and a failed fetch is retried after it) (default 30s)",
+                "a token with a kid the cached keys lack fetches them again at most once per this (and a failed fetch is retried after it) (default 30s, 1s to 1d)",
               ),
             cache_floor: duration()
               .default(60_000)
@@ -961,7 +961,7 @@ export const configSchema = z
               ),
             cache_ceiling: duration()
               .default(86_400_000)
-              .describe("and at most this long before they are fetched again (default 24h)"),
+              .describe("and at most this long before they are fetched again (default 24h, at most 7d)"),
             claims: z
               .strictObject({
                 client: z.string().default("sub").describe("claim naming the client (default sub)"),

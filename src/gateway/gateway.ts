@@ -127,7 +127,8 @@ export class Gateway {
     fetchJson,
     now: Date.now,
     schedule: (run, delayMs) => {
-      const timer = setTimeout(run, delayMs).unref();
+      // Past 2^31 - 1 ms setTimeout fires at once: a refresh loop. --check bounds the settings too.
+      const timer = setTimeout(run, Math.min(delayMs, 2 ** 31 - 1)).unref();
       return { cancel: () => clearTimeout(timer) };
     },
     onFetch: (outcome) => this.metrics.jwksFetches.labels(outcome).inc(),

@@ -142,6 +142,16 @@ describe("identity.jwt from an identity provider", () => {
       "    jwks_url: https://idp.example.com/jwks\n    cache_floor: 10m\n    cache_ceiling: 5m\n",
       "gw.yaml:11:5: identity.jwt: cache_ceiling must not be shorter than cache_floor",
     ],
+    [
+      "a ceiling past a week",
+      "    jwks_url: https://idp.example.com/jwks\n    cache_ceiling: 30d\n",
+      "gw.yaml:10:5: identity.jwt: cache_ceiling must be at most 7d: keys an IdP rotates must be fetched again some day",
+    ],
+    [
+      "a refetch interval past a day",
+      "    jwks_url: https://idp.example.com/jwks\n    refetch_interval: 2d\n",
+      "gw.yaml:10:5: identity.jwt: refetch_interval must be at most 1d",
+    ],
   ])("%s", (_, jwt, message) => {
     expect(problems(jwt)).toEqual([message]);
   });
