@@ -341,6 +341,23 @@ describe("RemoteJwks", () => {
   });
 });
 
+describe("withKeys: /readyz with the IdP's keys", () => {
+  it("adds the keys' reason to the store's, and leaves a config without remote keys alone", () => {
+    const none = { source: "jwks_url https://idp.test/jwks", state: "none" as const };
+    expect(
+      withKeys({ ready: false, reason: "limit store unreachable at 10.0.0.5:6379 (timeout)" }, none),
+    ).toEqual({
+      ready: false,
+      reason:
+        "limit store unreachable at 10.0.0.5:6379 (timeout); the JWT keys (jwks_url https://idp.test/jwks) were never fetched: the first fetch is under way",
+    });
+    expect(withKeys({ ready: true, reason: "x; no route fails closed" }, undefined)).toEqual({
+      ready: true,
+      reason: "x; no route fails closed",
+    });
+  });
+});
+
 describe("RemoteKeySets across reloads", () => {
   const verifierOf = (remote: RemoteKeysSpec | undefined) =>
     new JwtVerifier(remote ? { remote } : { secret: "s".repeat(32) }, {
