@@ -2,13 +2,19 @@
 import type { Runtime } from "../config/compile.js";
 import { withDeadline } from "../deadline.js";
 import { StoreTimeoutError } from "../errors.js";
+import type { KeysStatus } from "../identity/idp/remote-jwks.js";
 import type { Health } from "../limits/stores/contract.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
 
 export interface Readiness {
   ready: boolean;
   reason?: string;
+  /** Ready, but something an operator should know: the IdP's keys are kept past a failed fetch. */
+  warning?: string;
 }
+
+/** The identity provider's key set of the running config (identity/idp/key-sets.ts). */
+export type KeysReadiness = () => KeysStatus | undefined;
 
 /** Each upstream's targets in rotation and ejected (proxy/upstreams.ts). */
 export type UpstreamCounts = () => Iterable<[string, { healthy: number; ejected: number }]>;
@@ -25,14 +31,39 @@ export async function readiness(
   store: Pick<Health, "ping">,
   describe: (err: unknown) => string = (err) => new StoreErrors(storeAddress(rt.store)).describe(err),
   upstreams: UpstreamCounts = () => [],
+  keys: KeysReadiness = () => undefined,
 ): Promise<Readiness> {
-  const stored = await storeReadiness(rt, store, describe);
+  const stored = withKeys(await storeReadiness(rt, store, describe), keys());
   const down: string[] = [];
   for (const [name, { healthy, ejected }] of upstreams())
     if (healthy === 0) down.push(`upstream "${name}" has no healthy target (${ejected} ejected)`);
   if (down.length === 0) return stored;
   const reason = [stored.reason, ...down].filter((r) => r !== undefined).join("; ");
-  return { ready: stored.ready, reason };
+  return { ...stored, reason };
+}
+
+/**
+ * Not ready before the IdP's keys were ever fetched: every JWT would be a 401, and another
+ * instance may hold them. Once held, ready even while the IdP fails (the keys keep serving, and
+ * every instance asks the same IdP), with a warning that says since when and why.
+ */
+export function withKeys(r: Readiness, status: KeysStatus | undefined): Readiness {
+  if (status === undefined) return r;
+  const failed = status.lastError
+    ? `${status.lastError.message} (at ${new Date(status.lastError.atMs).toISOString()})`
+    : undefined;
+  if (status.state === "none") {
+    const why = `the JWT keys (${status.source}) were never fetched: ${failed ?? "the first fetch is under way"}`;
+    return { ready: false, reason: r.reason === undefined ? why : `${r.reason}; ${why}` };
+  }
+  if (failed === undefined && status.state === "fresh") return r;
+  const fetched = new Date(status.fetchedAtMs ?? 0).toISOString();
+  const expired =
+    status.state === "stale"
+      ? `, past their expiry at ${new Date(status.expiresAtMs ?? 0).toISOString()}`
+      : "";
+  const warning = `the JWT keys (${status.source}) fetched at ${fetched} keep serving${expired}: the last fetch failed: ${failed ?? "unknown"}`;
+  return { ...r, warning };
 }
 
 /**

@@ -34,7 +34,7 @@ import { reloadConfig } from "./endpoints/reload.js";
 import { usageEndpoints } from "./endpoints/usage.js";
 import { usageExport } from "./endpoints/usage-export.js";
 import { JSON_BODY_MAX } from "./json-body.js";
-import type { UpstreamCounts } from "./readiness.js";
+import type { KeysReadiness, UpstreamCounts } from "./readiness.js";
 import { replyProblem, sendJson } from "./reply.js";
 import { type AdminRoute, createRouter, type Guard, type ParameterProblem, requestPath } from "./router.js";
 import { fromStoreDescribedBy } from "./store-failure.js";
@@ -67,6 +67,8 @@ export interface AdminDeps {
   upstreamTargets?: () => UpstreamTargetState[];
   /** Each upstream's healthy and ejected targets, for /readyz. */
   upstreams?: UpstreamCounts | undefined;
+  /** The identity provider's JWT keys (identity.jwt issuer or jwks_url), for /readyz. */
+  jwks?: KeysReadiness | undefined;
   /** Where an unexpected error of an admin request is logged in full (and an export cut short). */
   logger?: Pick<Logger, "error" | "warn">;
   /**
@@ -275,7 +277,7 @@ export function createAdminHandler(deps: AdminDeps) {
         contentType: deps.metrics.registry.contentType,
       })),
   );
-  const ready = readyz({ runtime, store, describeStoreError, upstreams: deps.upstreams });
+  const ready = readyz({ runtime, store, describeStoreError, upstreams: deps.upstreams, jwks: deps.jwks });
   const probes = createRouter({
     guard: getOrHeadOnly,
     logger,

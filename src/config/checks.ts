@@ -8,6 +8,7 @@
 // and why: a reference to an item that exists but failed the schema is not reported as unknown.
 
 import { atMostSixDecimals } from "../ai/prices.js";
+import { unfetchableUrl } from "../identity/idp/fetch-json.js";
 import { parseCidr } from "../identity/ip.js";
 import { ALGORITHM_KEYS, ALGORITHMS, DEFAULT_ALGORITHM } from "../limits/algorithms/index.js";
 import { parseKeyBy } from "../limits/key-by.js";
@@ -43,7 +44,7 @@ export interface PathProblem {
  */
 export const EXACTLY_ONE = {
   store: ["url", "cluster", "sentinel"],
-  "identity.jwt": ["secret", "public_key_file", "jwks_file"],
+  "identity.jwt": ["secret", "public_key_file", "jwks_file", "jwks_url"],
   "clients[]": ["key_sha256", "key"],
   "upstreams.<name>": ["url", "targets"],
 } as const;
@@ -800,14 +801,17 @@ function checkJwt(config: CheckableConfig, invalid: Invalid, add: Add) {
   if (!jwt) return;
   const path: PathSegment[] = ["identity", "jwt"];
   const sources = EXACTLY_ONE["identity.jwt"].filter((k) => jwt[k] !== undefined);
-  if (sources.length !== 1) {
+  // `issuer` alone is a key source too (OIDC discovery); beside another, only the iss required.
+  const discovery = sources.length === 0 && jwt.issuer !== undefined;
+  if (sources.length !== 1 && !discovery) {
     add(
       path,
       sources.length === 0
-        ? "jwt needs a key: exactly one of secret, public_key_file or jwks_file"
-        : `jwt takes exactly one of secret, public_key_file or jwks_file, not ${sources.join(" and ")}`,
+        ? "jwt needs a key: exactly one of secret, public_key_file, jwks_file or jwks_url, or issuer alone (its keys found by OIDC discovery)"
+        : `jwt takes exactly one of secret, public_key_file, jwks_file or jwks_url, not ${sources.join(" and ")}`,
     );
   }
+  checkRemoteKeys(jwt, discovery, path, add);
   if (jwt.secret !== undefined && jwt.secret.length < 32) {
     add(
       path,
@@ -827,6 +831,58 @@ function checkJwt(config: CheckableConfig, invalid: Invalid, add: Add) {
   if (jwt.claims.plan === undefined && jwt.default_plan === undefined) {
     add(path, "say which plan a token gets: claims.plan (e.g. plan), default_plan, or both");
   }
+}
+
+/**
+ * The identity provider's address and fetch settings (idp/remote-jwks.ts): URLs only over https
+ * (http on loopback), and the settings that only a fetch reads refused without one. Offline:
+ * `--check` never fetches.
+ */
+function checkRemoteKeys(
+  jwt: NonNullable<CheckableConfig["identity"]["jwt"]>,
+  discovery: boolean,
+  path: PathSegment[],
+  add: Add,
+) {
+  if (discovery) {
+    const why = unfetchableUrl(jwt.issuer!);
+    if (why !== undefined) add(path, `issuer alone is fetched from (OIDC discovery): ${why}`, "issuer");
+    else if (/[?#]/.test(jwt.issuer!))
+      add(
+        path,
+        "issuer must not hold a query or fragment: the discovery document is at <issuer>/.well-known/openid-configuration",
+        "issuer",
+      );
+  }
+  if (jwt.jwks_url !== undefined) {
+    const why = unfetchableUrl(jwt.jwks_url);
+    if (why !== undefined) add(path, `jwks_url: ${why}`, "jwks_url");
+  }
+  if (!discovery && jwt.jwks_url === undefined && jwt.ca_file !== undefined) {
+    add(
+      path,
+      "ca_file is the CA of the identity provider the keys are fetched from: give jwks_url, or issuer alone (OIDC discovery), or remove ca_file",
+      "ca_file",
+    );
+  }
+  if (jwt.refetch_interval < 1000)
+    add(
+      path,
+      "refetch_interval must be at least 1s: it is what stops forged kids from hammering the identity provider",
+      "refetch_interval",
+    );
+  if (jwt.fetch_timeout < 100 || jwt.fetch_timeout > 60_000)
+    add(path, "fetch_timeout must be between 100ms and 60s", "fetch_timeout");
+  if (jwt.cache_floor < 1000) add(path, "cache_floor must be at least 1s", "cache_floor");
+  if (jwt.cache_ceiling < jwt.cache_floor)
+    add(path, "cache_ceiling must not be shorter than cache_floor", "cache_ceiling");
+  else if (jwt.cache_ceiling > 7 * 86_400_000)
+    add(
+      path,
+      "cache_ceiling must be at most 7d: keys an IdP rotates must be fetched again some day",
+      "cache_ceiling",
+    );
+  if (jwt.refetch_interval > 86_400_000) add(path, "refetch_interval must be at most 1d", "refetch_interval");
 }
 
 function checkStoreAndWorkers(config: CheckableConfig, invalid: Invalid, add: Add) {

@@ -66,6 +66,10 @@ const UNITS: Record<string, "duration" | "rate" | "size" | "percentage"> = {
   first: "duration",
   max_delay: "duration",
   alert_timeout: "duration",
+  fetch_timeout: "duration",
+  refetch_interval: "duration",
+  cache_floor: "duration",
+  cache_ceiling: "duration",
 };
 
 /** Top-level keys written as a string or a mapping, whose mapping keys are listed too. */
@@ -102,6 +106,8 @@ const EXAMPLES: Record<string, string> = {
   "identity.jwt.secret": "${JWT_SECRET}",
   "identity.jwt.public_key_file": "keys/jwt.pem",
   "identity.jwt.jwks_file": "keys/jwks.json",
+  "identity.jwt.jwks_url": "https://auth.example.com/.well-known/jwks.json",
+  "identity.jwt.ca_file": "certs/idp-ca.pem",
   "identity.jwt.issuer": "https://auth.example.com",
   "identity.jwt.audience": "api",
   "identity.jwt.claims.tenant": "org",

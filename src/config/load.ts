@@ -5,12 +5,13 @@
 // When the schema fails, the checks still run on the parts that pass (salvage.ts), so one pass
 // reports every problem.
 
-import { createHash } from "node:crypto";
+import { createHash, X509Certificate } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { Worker } from "node:worker_threads";
 import type { JSONWebKeySet } from "jose";
 import type { z } from "zod";
+import type { RemoteKeysSpec } from "../identity/idp/spec.js";
 import { JwtVerifier } from "../identity/jwt-verifier.js";
 import { checkConfig, type PathProblem } from "./checks.js";
 import { type PathSegment, PositionedDocument } from "./document.js";
@@ -29,7 +30,7 @@ export type LoadResult =
       file: string;
       version: string;
       jwt: JwtVerifier | undefined;
-      /** The JWT key file the config names (public_key_file or jwks_file), resolved. */
+      /** The JWT key file the config names (public_key_file, jwks_file, or the IdP's ca_file), resolved. */
       keyFile?: string;
       /** That file's text, when asked for (a load on another thread sends it back). */
       keyText?: string;
@@ -163,8 +164,11 @@ function loadJwtVerifier(
       ? "public_key_file"
       : jwt.jwks_file !== undefined
         ? "jwks_file"
-        : "secret";
+        : jwt.secret !== undefined
+          ? "secret"
+          : "ca_file";
   const path: PathSegment[] = ["identity", "jwt", keyName];
+  if (keyName === "ca_file") return loadRemoteKeys(config, file, path);
   if (jwt.secret !== undefined) {
     try {
       return { ok: true, verifier: jwtVerifierFor(config, undefined) };
@@ -186,6 +190,35 @@ function loadJwtVerifier(
   }
 }
 
+/**
+ * An identity provider's keys (jwks_url, or issuer alone): nothing is fetched here (`--check` is
+ * offline); the CA file, when named, is read and checked, and stands in for the key file (its
+ * text versions the config, and it is watched).
+ */
+function loadRemoteKeys(
+  config: Config,
+  file: string,
+  path: PathSegment[],
+):
+  | { ok: true; verifier: JwtVerifier | undefined; keyText?: string; keyFile?: string }
+  | { ok: false; path: PathSegment[]; message: string } {
+  const caFile = config.identity.jwt?.ca_file;
+  if (caFile === undefined) return { ok: true, verifier: jwtVerifierFor(config, undefined) };
+  const keyFile = resolve(dirname(file), caFile);
+  const read = readText(keyFile);
+  if (!read.ok) return { ok: false, path, message: read.message };
+  try {
+    new X509Certificate(read.text);
+  } catch {
+    return {
+      ok: false,
+      path,
+      message: `${keyFile} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)`,
+    };
+  }
+  return { ok: true, verifier: jwtVerifierFor(config, read.text), keyText: read.text, keyFile };
+}
+
 class NotJsonError extends Error {}
 
 /**
@@ -202,6 +235,19 @@ export function jwtVerifierFor(config: Config, keyText: string | undefined): Jwt
     claims: jwt.claims,
   };
   if (jwt.secret !== undefined) return new JwtVerifier({ secret: jwt.secret }, options);
+  if (jwt.public_key_file === undefined && jwt.jwks_file === undefined) {
+    // issuer alone or jwks_url; keyText is the ca_file's certificates, if any.
+    const remote: RemoteKeysSpec = {
+      fetchTimeoutMs: jwt.fetch_timeout,
+      refetchIntervalMs: jwt.refetch_interval,
+      cacheFloorMs: jwt.cache_floor,
+      cacheCeilingMs: jwt.cache_ceiling,
+    };
+    if (jwt.jwks_url !== undefined) remote.jwksUrl = jwt.jwks_url;
+    else remote.issuer = jwt.issuer;
+    if (keyText !== undefined) remote.ca = keyText;
+    return new JwtVerifier({ remote }, options);
+  }
   if (keyText === undefined) throw new Error("the key file was not read");
   if (jwt.public_key_file !== undefined) return new JwtVerifier({ publicKeyPem: keyText }, options);
   let jwks: unknown;

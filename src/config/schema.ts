@@ -924,9 +924,44 @@ export const configSchema = z
               .optional()
               .describe("PEM public key (RSA, EC or Ed25519); relative to the config file"),
             jwks_file: z.string().optional().describe("a JWKS file; the token's kid selects the key"),
-            issuer: z.string().optional().describe("required iss"),
+            jwks_url: z
+              .string()
+              .optional()
+              .describe(
+                "an identity provider's JWKS, fetched and cached by its cache headers (https://; http:// on loopback only)",
+              ),
+            issuer: z
+              .string()
+              .optional()
+              .describe(
+                "required iss; alone (no secret, public_key_file, jwks_file or jwks_url) also the OIDC issuer whose keys are found through <issuer>/.well-known/openid-configuration",
+              ),
             audience: z.string().optional().describe("required aud"),
             clock_tolerance: duration().default(5000).describe("leeway for exp and nbf (default 5s)"),
+            ca_file: z
+              .string()
+              .optional()
+              .describe(
+                "PEM CA certificates the identity provider's certificate must chain to (issuer or jwks_url), instead of the system's",
+              ),
+            fetch_timeout: duration()
+              .default(5000)
+              .describe(
+                "deadline of one fetch from the identity provider: connect, TLS and the whole answer (default 5s)",
+              ),
+            refetch_interval: duration()
+              .default(30_000)
+              .describe(
+                "a token with a kid the cached keys lack fetches them again at most once per this (and a failed fetch is retried after it) (default 30s, 1s to 1d)",
+              ),
+            cache_floor: duration()
+              .default(60_000)
+              .describe(
+                "the identity provider's keys are kept at least this long, whatever its cache headers say (default 1m)",
+              ),
+            cache_ceiling: duration()
+              .default(86_400_000)
+              .describe("and at most this long before they are fetched again (default 24h, at most 7d)"),
             claims: z
               .strictObject({
                 client: z.string().default("sub").describe("claim naming the client (default sub)"),

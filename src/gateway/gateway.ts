@@ -11,6 +11,8 @@ import type { ListenerTls } from "../config/listener-tls.js";
 import { loadConfigFile } from "../config/load.js";
 import { ConfigError, formatProblem } from "../config/problems.js";
 import { AuthFailureThrottle } from "../identity/auth-failures.js";
+import { fetchJson } from "../identity/idp/fetch-json.js";
+import { RemoteKeySets } from "../identity/idp/key-sets.js";
 import type { Store } from "../limits/stores/contract.js";
 import { createLogger } from "../observability/log.js";
 import { Metrics } from "../observability/metrics.js";
@@ -117,6 +119,27 @@ export class Gateway {
       onCount: (count) => this.metrics.sustainedDenials.set(count),
     },
   );
+  /**
+   * The identity provider's JWT keys (identity.jwt issuer or jwks_url); every process fetches
+   * its own (N workers: N + 1 fetches per refresh), failures logged without the keys.
+   */
+  private readonly remoteKeys = new RemoteKeySets({
+    fetchJson,
+    now: Date.now,
+    schedule: (run, delayMs) => {
+      // Past 2^31 - 1 ms setTimeout fires at once: a refresh loop. --check bounds the settings too.
+      const timer = setTimeout(run, Math.min(delayMs, 2 ** 31 - 1)).unref();
+      return { cancel: () => clearTimeout(timer) };
+    },
+    onFetch: (outcome) => this.metrics.jwksFetches.labels(outcome).inc(),
+    onFailure: (message, kept) =>
+      this.logger.warn(
+        { err: message, kept_last_keys: kept },
+        kept
+          ? "cannot fetch the identity provider's JWT keys; the last ones fetched keep serving"
+          : "cannot fetch the identity provider's JWT keys; JWTs are refused until they arrive",
+      ),
+  });
   private readonly sustainedSweep = setInterval(() => this.sustained.sweep(Date.now()), 1000).unref();
   private proxyServer: ProxyListener | undefined;
   /** The certificate the proxy listener serves (listen.tls), replaced by a reload that changes it. */
@@ -192,6 +215,16 @@ export class Gateway {
       logger,
       env: options.env ?? process.env,
       overrides: this.overrides.table,
+      remoteKeys: {
+        bind: (verifier) => {
+          this.remoteKeys.bind(verifier);
+          if (verifier?.remote !== undefined)
+            this.metrics.reportJwksKeyAge(() => {
+              const at = this.remoteKeys.status()?.fetchedAtMs;
+              return at === undefined ? undefined : Date.now() - at;
+            });
+        },
+      },
       onReload: (result) => {
         this.applyCertificate();
         this.applyIdleTimeout();
@@ -212,6 +245,9 @@ export class Gateway {
     }
     const gateway = new Gateway(runtime, logger, options);
     await waitForStore(gateway.store, runtime, logger);
+    // The IdP's keys before the first request when it answers within fetch_timeout; when it
+    // does not, the gateway starts all the same, not ready, refusing JWTs until they arrive.
+    await gateway.remoteKeys.firstFetch();
     // After every listener of the feed is attached (the key cache, the overrides).
     gateway.changes.start();
     // The overrides in force from the first request (bounded by the store timeout; a store that
@@ -289,6 +325,7 @@ export class Gateway {
         reload: () => this.reload("admin"),
         describeStoreError: (err) => this.storeErrors.describe(err),
         upstreams: () => this.pools.counts(),
+        jwks: () => this.remoteKeys.status(),
         sustained: () => this.sustained.current(),
         upstreamTargets: () => this.pools.targets(),
         logger: this.logger,
@@ -368,6 +405,7 @@ export class Gateway {
     const proxy = this.proxyServer;
     const admin = this.adminServer;
     this.generations.stopWatching();
+    this.remoteKeys.stop();
     clearInterval(this.sustainedSweep);
     proxy?.close();
     admin?.close();

@@ -8,6 +8,7 @@ import type { Runtime } from "../config/compile.js";
 import { loadConfigFileOffThread } from "../config/load.js";
 import { formatProblem } from "../config/problems.js";
 import { ConfigWatcher } from "../config/watch.js";
+import type { RemoteKeySets } from "../identity/idp/key-sets.js";
 import { createGatewayLimiter } from "../limits/gateway-limiter.js";
 import type { Limiter } from "../limits/limiter.js";
 import type { LocalDecider } from "../limits/local-fallback.js";
@@ -57,6 +58,8 @@ export interface GenerationDeps {
   onReload?: ((result: ReloadResult) => void) | undefined;
   /** Operators' runtime overrides; like the store they outlive generations, each compiling them anew. */
   overrides?: Pick<OverrideTable, "forRuntime"> | undefined;
+  /** The identity provider's keys; they outlive generations whose IdP settings are the same. */
+  remoteKeys?: Pick<RemoteKeySets, "bind"> | undefined;
 }
 
 export class Generations {
@@ -77,6 +80,7 @@ export class Generations {
   }
 
   private build(runtime: Runtime): GatewayGeneration {
+    this.deps.remoteKeys?.bind(runtime.identity.jwt);
     const limiter = createGatewayLimiter({
       store: this.deps.store,
       prefix: runtime.store.prefix,

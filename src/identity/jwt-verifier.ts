@@ -1,17 +1,23 @@
 // The JWT verifier (jose): the key material is read when the config loads (and so again on every
-// reload); verification is the only per-request work, and a verified token is remembered until
+// reload), or, for an identity provider's keys (issuer discovery or jwks_url), fetched by the
+// gateway (idp/key-sets.ts) and handed over with useRemoteKeys; verification is the only per-request work, and a verified token is remembered until
 // it expires so a caller's repeat requests cost a map lookup. It knows nothing of callers or
 // plans (jwt.ts makes a caller of what it verified), so the compiled model can name it.
 import { createPublicKey, createSecretKey, type KeyObject } from "node:crypto";
 import {
+  type CryptoKey,
   createLocalJWKSet,
   decodeProtectedHeader,
   errors,
+  type FlattenedJWSInput,
   type JSONWebKeySet,
+  type JWSHeaderParameters,
   type JWTPayload,
   type JWTVerifyGetKey,
   jwtVerify,
 } from "jose";
+import { KeysUnavailableError } from "./idp/remote-jwks.js";
+import type { RemoteKeysSpec } from "./idp/spec.js";
 
 export const HMAC_ALGORITHMS = ["HS256", "HS384", "HS512"] as const;
 const RSA_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"];
@@ -32,7 +38,11 @@ export interface JwtKeySource {
   secret?: string;
   publicKeyPem?: string;
   jwks?: JSONWebKeySet;
+  /** An identity provider's keys, fetched by the gateway, not the loader. */
+  remote?: RemoteKeysSpec;
 }
+
+type RemoteGetKey = (header: JWSHeaderParameters, token: FlattenedJWSInput) => Promise<CryptoKey>;
 
 export interface JwtOptions {
   issuer?: string;
@@ -46,7 +56,10 @@ const CACHE_MAX = 10_000;
 
 export class JwtVerifier {
   readonly algorithms: readonly string[];
+  /** Where the keys are fetched from, when they are; the gateway binds them (useRemoteKeys). */
+  readonly remote: RemoteKeysSpec | undefined;
   private readonly key: KeyObject | JWTVerifyGetKey;
+  private remoteKeys: RemoteGetKey | undefined;
   private readonly cache = new Map<string, { result: JwtResult; expiresAtMs: number }>();
 
   /** Throws a plain Error naming what is wrong with the key material (the loader positions it). */
@@ -67,9 +80,23 @@ export class JwtVerifier {
       }
       this.key = createLocalJWKSet(source.jwks);
       this.algorithms = ASYMMETRIC_ALGORITHMS;
+    } else if (source.remote !== undefined) {
+      // Until the gateway binds the fetched keys (never, in --check or a bare compile), every
+      // token is refused with the reason.
+      this.key = (header, token) => {
+        if (this.remoteKeys === undefined) throw new KeysUnavailableError();
+        return this.remoteKeys(header, token as FlattenedJWSInput);
+      };
+      this.algorithms = ASYMMETRIC_ALGORITHMS;
     } else {
-      throw new Error("no key: give secret, public_key_file or jwks_file");
+      throw new Error("no key: give secret, public_key_file, jwks_file, jwks_url or issuer");
     }
+    this.remote = source.remote;
+  }
+
+  /** The identity provider's keys (idp/remote-jwks.ts), for a verifier built with `remote`. */
+  useRemoteKeys(getKey: RemoteGetKey): void {
+    this.remoteKeys = getKey;
   }
 
   /** A token verified before and still valid, without checking anything; undefined: not known. */
@@ -221,6 +248,7 @@ function describeFailure(err: unknown): string {
   }
   if (err instanceof errors.JWSSignatureVerificationFailed) return "the JWT's signature does not verify";
   if (err instanceof errors.JWKSNoMatchingKey) return "no key of this gateway matches the JWT's kid";
+  if (err instanceof KeysUnavailableError) return err.message;
   if (err instanceof errors.JWKSMultipleMatchingKeys) return "several keys match the JWT; give it a kid";
   if (err instanceof errors.JOSEAlgNotAllowed) return "the JWT's algorithm does not fit this gateway's key";
   return "the bearer token is not a valid JWT";

@@ -68,6 +68,24 @@ export class Metrics {
   readonly keyLookups: Counter<"result">;
   /** Runtime changes applied here, by how they arrived (a reconcile catching up: lost messages). */
   readonly runtimeChanges: Counter<"via">;
+  /** Fetches of the identity provider's keys (identity.jwt issuer or jwks_url), by outcome. */
+  readonly jwksFetches: Counter<"outcome">;
+  /** Seconds since the JWT keys in use were fetched; -1 while none is held. */
+  private readonly jwksKeyAge: Gauge;
+  private jwksAgeSource: (() => number | undefined) | undefined;
+
+  /**
+   * Reports the age of the identity provider's keys from now on (the gauge is registered only
+   * then, so a gateway without one does not show it); `source` gives milliseconds, undefined
+   * while no key set is held.
+   */
+  reportJwksKeyAge(source: () => number | undefined): void {
+    if (this.jwksAgeSource === undefined) this.registry.registerMetric(this.jwksKeyAge);
+    this.jwksAgeSource = () => {
+      const ms = source();
+      return ms === undefined ? undefined : Math.round(ms / 1000);
+    };
+  }
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "tollgate_" });
@@ -189,6 +207,24 @@ export class Metrics {
       registers: [this.registry],
     });
     for (const result of ["found", "unknown", "error", "throttled"]) this.keyLookups.labels(result).inc(0);
+    this.jwksFetches = new Counter({
+      name: "tollgate_jwks_fetches_total",
+      help: "Fetches of the identity provider's JWT keys (discovery and JWKS), by outcome: ok, timeout, tls, network, status, too_large, invalid.",
+      labelNames: ["outcome"],
+      registers: [this.registry],
+    });
+    const ageOf = () => this.jwksAgeSource?.();
+    this.jwksKeyAge = new Gauge({
+      name: "tollgate_jwks_key_age_seconds",
+      help: "Seconds since the JWT keys in use were fetched from the identity provider; -1 while none was ever fetched (absent without issuer or jwks_url).",
+      registers: [],
+      // Across workers: the oldest keys any of them holds.
+      aggregator: "max",
+      collect() {
+        const age = ageOf();
+        this.set(age === undefined ? -1 : age);
+      },
+    });
     this.runtimeChanges = new Counter({
       name: "tollgate_runtime_changes_total",
       help: "Runtime changes (keys, overrides) applied by this instance, by how they arrived: local (made here), pubsub, reconcile (a lost message caught up), reset (changes may have been missed: caches dropped).",

@@ -107,7 +107,7 @@ describe("docs/configuration.md", () => {
       "with `store.sentinel` (one of `url`, `cluster`, `sentinel`)",
     );
     expect(table.get("identity.jwt.secret")!.required).toBe(
-      "with `identity.jwt`: one of `secret`, `public_key_file`, `jwks_file`",
+      "with `identity.jwt`: one of `secret`, `public_key_file`, `jwks_file`, `jwks_url`",
     );
     expect(table.get("identity.jwt.default_plan")!.required).toBe(
       "with `identity.jwt`: `claims.plan` or `default_plan` (or both)",

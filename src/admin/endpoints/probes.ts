@@ -2,7 +2,7 @@
 // orchestrators ask, without a token.
 import type { Runtime } from "../../config/compile.js";
 import type { Health } from "../../limits/stores/contract.js";
-import { readiness, type UpstreamCounts } from "../readiness.js";
+import { type KeysReadiness, readiness, type UpstreamCounts } from "../readiness.js";
 import { sendJson } from "../reply.js";
 import type { AdminHandler } from "../router.js";
 
@@ -14,15 +14,18 @@ export interface ReadyzDeps {
   describeStoreError: (err: unknown) => string;
   /** Each upstream's healthy and ejected targets; none: not reported. */
   upstreams?: UpstreamCounts | undefined;
+  /** The identity provider's JWT keys; none: not reported. */
+  jwks?: KeysReadiness | undefined;
 }
 
 export function readyz(deps: ReadyzDeps): AdminHandler {
   return async ({ res }) => {
     const rt = deps.runtime();
-    const r = await readiness(rt, deps.store(), deps.describeStoreError, deps.upstreams);
+    const r = await readiness(rt, deps.store(), deps.describeStoreError, deps.upstreams, deps.jwks);
     sendJson(res, r.ready ? 200 : 503, {
       status: r.ready ? "ready" : "not ready",
       reason: r.reason,
+      warning: r.warning,
       config_version: rt.version,
     });
   };
