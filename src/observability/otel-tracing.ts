@@ -8,7 +8,6 @@
 import {
   type Attributes,
   type Context,
-  context as contextApi,
   defaultTextMapGetter,
   defaultTextMapSetter,
   isSpanContextValid,
@@ -87,6 +86,10 @@ export class OtelTracing implements Tracing {
       !arriving.trusted && sentContext && isSpanContextValid(sentContext)
         ? [{ context: sentContext, attributes: { "tollgate.link": "untrusted_traceparent" } }]
         : [];
+    const span = this.tracer.startSpan(arriving.method, { kind: SpanKind.SERVER, links }, parent);
+    const ctx = trace.setSpan(ROOT_CONTEXT, span);
+    // Not sampled: the ids go on the log line and upstream, and nothing else is done for it.
+    if (!span.isRecording()) return new UnsampledTrace(span, ctx);
     const attributes: Attributes = {
       "http.request.method": arriving.method,
       "url.scheme": arriving.scheme,
@@ -96,14 +99,8 @@ export class OtelTracing implements Tracing {
       attributes["server.address"] = host.address;
       if (host.port !== undefined) attributes["server.port"] = host.port;
     }
-    const span = this.tracer.startSpan(arriving.method, { kind: SpanKind.SERVER, attributes, links }, parent);
-    return new OtelRequestTrace(
-      this.tracer,
-      span,
-      trace.setSpan(ROOT_CONTEXT, span),
-      arriving.method,
-      this.settings.callerIds,
-    );
+    span.setAttributes(attributes);
+    return new OtelRequestTrace(this.tracer, span, ctx, arriving.method, this.settings.callerIds);
   }
 
   async shutdown(): Promise<void> {
@@ -240,6 +237,42 @@ class OtelRequestTrace implements RequestTrace {
   }
 }
 
+const NOTHING = () => {};
+
+/**
+ * A request whose trace is not sampled (by the ratio, or by a trusted caller's flag): no span is
+ * recorded, so no child is started and no attribute built. The upstream still gets the trace
+ * context (its parent the server span's id, flagged unsampled), so the trace stays one.
+ */
+class UnsampledTrace implements RequestTrace {
+  readonly traceId: string;
+  readonly spanId: string;
+  private readonly carried: { traceparent: string; tracestate: string | undefined };
+
+  constructor(span: Span, ctx: Context) {
+    const ids = span.spanContext();
+    this.traceId = ids.traceId;
+    this.spanId = ids.spanId;
+    this.carried = carrier(ctx);
+  }
+
+  storeWait(): (decision: LimitDecision | undefined) => void {
+    return NOTHING;
+  }
+
+  decided(): void {}
+
+  attempt(): UpstreamAttempt {
+    return { traceparent: this.carried.traceparent, tracestate: this.carried.tracestate, end: NOTHING };
+  }
+
+  propagation(): { traceparent: string; tracestate: string | undefined } {
+    return this.carried;
+  }
+
+  end(): void {}
+}
+
 /** allowed | denied | degraded | exempt: what the limits said, in one word. */
 function coarse(decision: LimitDecision): string {
   switch (decision.kind) {
@@ -257,7 +290,7 @@ function coarse(decision: LimitDecision): string {
 /** The W3C headers for `ctx`'s span. */
 function carrier(ctx: Context): { traceparent: string; tracestate: string | undefined } {
   const headers: Record<string, string> = {};
-  contextApi.with(ctx, () => propagator.inject(ctx, headers, defaultTextMapSetter));
+  propagator.inject(ctx, headers, defaultTextMapSetter);
   return { traceparent: headers.traceparent ?? "", tracestate: headers.tracestate };
 }
 

@@ -43,8 +43,10 @@ identity: { trusted_proxies: [${TRUSTED}/32] }
 clients:
   - { id: alpha-client, key: key-alpha-secret, plan: pro }
   - { id: beta-client, key: key-beta-secret, plan: pro }
+  - { id: gamma-client, key: key-gamma-secret, plan: roomy }
 plans:
   pro: { global: { rate: 1/h, burst: 1 } }
+  roomy: { global: { rate: 1/h, burst: 100 } }
 routes:
   - { name: orders, match: { path: /orders }, upstream: api }
 ${telemetry}
@@ -282,6 +284,42 @@ describe("telemetry.traces.caller_ids: true", () => {
       "client.address": TRUSTED,
     });
     expect(span?.resource["service.name"]).toBe("tollgate");
+  }, 20_000);
+});
+
+describe("telemetry.traces.sample: 0", () => {
+  it("exports no new trace, yet a trusted caller's sampled trace is kept (parent-based); ids still on the log line and upstream", async () => {
+    const before = collector.spans.length;
+    const gw = await spawnGateway(
+      config(
+        redis.url,
+        upstream.url,
+        deadUrl,
+        `telemetry: { traces: { endpoint: ${collector.url}, sample: 0 } }`,
+      ),
+    );
+    const received = upstream.received.length;
+    const untraced = await send(gw.url, { path: "/orders", headers: { "x-api-key": "key-gamma-secret" } });
+    const sampledTrace = "0af7651916cd43dd8448eb211c80319c";
+    const traced = await send(gw.url, {
+      path: "/orders",
+      headers: { "x-api-key": "key-gamma-secret", traceparent: traceparent(sampledTrace, CALLER_SPAN) },
+      localAddress: TRUSTED,
+    });
+    await gw.stop();
+    const spans = collector.spans.slice(before);
+    const lineOf = (reply: typeof traced) =>
+      gw.lines.find((l) => l.msg === "request" && l.request_id === reply.headers["x-request-id"])!;
+    const untracedId = String(lineOf(untraced).trace_id);
+    expect(untracedId).toMatch(/^[0-9a-f]{32}$/);
+    expect(spans.some((s) => s.traceId === untracedId)).toBe(false);
+    // Its upstream got the unsampled context (flags 00), parent the server span's id.
+    const sent = upstream.received.slice(received).map((r) => String(r.headers.traceparent));
+    expect(sent[0]).toBe(`00-${untracedId}-${String(lineOf(untraced).span_id)}-00`);
+    expect(lineOf(traced).trace_id).toBe(sampledTrace);
+    expect(spans.find((s) => s.kind === SPAN_KIND.server && s.traceId === sampledTrace)?.parentSpanId).toBe(
+      CALLER_SPAN,
+    );
   }, 20_000);
 });
 
