@@ -323,6 +323,36 @@ describe("telemetry.traces.sample: 0", () => {
   }, 20_000);
 });
 
+describe("a collector that hangs", () => {
+  it("costs requests nothing, and a stop waits for it at most timeout + 1 s, saying the spans were dropped", async () => {
+    // Accepts connections and reads the exports, never answers.
+    const hanging = createServer((socket) => socket.resume());
+    await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
+    const port = (hanging.address() as { port: number }).port;
+    try {
+      const gw = await spawnGateway(
+        config(
+          redis.url,
+          upstream.url,
+          deadUrl,
+          `telemetry: { traces: { endpoint: "http://127.0.0.1:${port}/v1/traces", timeout: 500ms } }`,
+        ),
+      );
+      for (let i = 0; i < 3; i++) {
+        const reply = await send(gw.url, { path: "/orders", headers: { "x-api-key": "key-gamma-secret" } });
+        expect(reply.status).toBe(200);
+        expect(reply.ms).toBeLessThan(1000);
+      }
+      const stopping = performance.now();
+      expect(await gw.stop()).toBe(0);
+      expect(performance.now() - stopping).toBeLessThan(4000);
+      expect(gw.lines.some((l) => /^trace export (at shutdown )?failed/.test(String(l.msg)))).toBe(true);
+    } finally {
+      hanging.close();
+    }
+  }, 20_000);
+});
+
 describe("telemetry absent", () => {
   it("a running gateway loads no OpenTelemetry module, and its log line has no trace id", async () => {
     const log = importLog();
