@@ -86,21 +86,20 @@ export class OtelTracing implements Tracing {
       !arriving.trusted && sentContext && isSpanContextValid(sentContext)
         ? [{ context: sentContext, attributes: { "tollgate.link": "untrusted_traceparent" } }]
         : [];
-    const span = this.tracer.startSpan(arriving.method, { kind: SpanKind.SERVER, links }, parent);
+    const method = knownMethod(arriving.method);
+    const span = this.tracer.startSpan(method ?? "HTTP", { kind: SpanKind.SERVER, links }, parent);
     const ctx = trace.setSpan(ROOT_CONTEXT, span);
     // Not sampled: the ids go on the log line and upstream, and nothing else is done for it.
     if (!span.isRecording()) return new UnsampledTrace(span, ctx);
-    const attributes: Attributes = {
-      "http.request.method": arriving.method,
-      "url.scheme": arriving.scheme,
-    };
+    const attributes: Attributes = methodAttributes(arriving.method, method);
+    attributes["url.scheme"] = arriving.scheme;
     const host = splitHost(arriving.host);
     if (host) {
       attributes["server.address"] = host.address;
       if (host.port !== undefined) attributes["server.port"] = host.port;
     }
     span.setAttributes(attributes);
-    return new OtelRequestTrace(this.tracer, span, ctx, arriving.method, this.settings.callerIds);
+    return new OtelRequestTrace(this.tracer, span, ctx, method ?? "HTTP", this.settings.callerIds);
   }
 
   async shutdown(): Promise<void> {
@@ -168,13 +167,15 @@ class OtelRequestTrace implements RequestTrace {
 
   attempt(target: { host: string; url: string }, method: string, resend: number): UpstreamAttempt {
     const host = splitHost(target.host);
-    const attributes: Attributes = { "http.request.method": method, "url.full": target.url };
+    const known = knownMethod(method);
+    const attributes: Attributes = methodAttributes(method, known);
+    attributes["url.full"] = target.url;
     if (host) {
       attributes["server.address"] = host.address;
       if (host.port !== undefined) attributes["server.port"] = host.port;
     }
     if (resend > 0) attributes["http.request.resend_count"] = resend;
-    const span = this.tracer.startSpan(method, { kind: SpanKind.CLIENT, attributes }, this.context);
+    const span = this.tracer.startSpan(known ?? "HTTP", { kind: SpanKind.CLIENT, attributes }, this.context);
     const carried = carrier(trace.setSpan(this.context, span));
     return {
       traceparent: carried.traceparent,
@@ -285,6 +286,31 @@ function coarse(decision: LimitDecision): string {
     case "unlimited":
       return "exempt";
   }
+}
+
+/** RFC 9110's methods and PATCH: the only ones a span is named after (OTel HTTP conventions). */
+const KNOWN_METHODS = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "DELETE",
+  "CONNECT",
+  "OPTIONS",
+  "TRACE",
+  "PATCH",
+]);
+
+/** `method` when it is a known one; a client's own word would give every request its own name. */
+function knownMethod(method: string): string | undefined {
+  return KNOWN_METHODS.has(method) ? method : undefined;
+}
+
+/** http.request.method, `_OTHER` with the original beside it for a method the conventions do not know. */
+function methodAttributes(method: string, known: string | undefined): Attributes {
+  return known
+    ? { "http.request.method": known }
+    : { "http.request.method": "_OTHER", "http.request.method_original": method };
 }
 
 /** The W3C headers for `ctx`'s span. */

@@ -87,7 +87,7 @@ describe("telemetry.traces on", () => {
   let spans: CollectedSpan[];
   let logs: Record<string, unknown>[];
   let imports: string;
-  const replies: { allowed?: string; denied?: string; untrusted?: string } = {};
+  const replies: { allowed?: string; denied?: string; untrusted?: string; odd?: string } = {};
   let upstreamTraceparents: string[];
 
   beforeAll(async () => {
@@ -120,6 +120,13 @@ describe("telemetry.traces on", () => {
     replies.denied = String(denied.headers["x-request-id"]);
     replies.untrusted = String(untrusted.headers["x-request-id"]);
     upstreamTraceparents = upstream.received.map((r) => String(r.headers.traceparent));
+    // A method of the client's own: no span is named after it.
+    const odd = await send(gw.url, {
+      method: "PURGE",
+      path: "/orders",
+      headers: { "x-api-key": "key-gamma-secret" },
+    });
+    replies.odd = String(odd.headers["x-request-id"]);
     // Stopped at once: the spans still batched are exported on SIGTERM, before the exit.
     expect(await gw.stop()).toBe(0);
     spans = collector.spans;
@@ -234,6 +241,15 @@ describe("telemetry.traces on", () => {
       (c) => c.kind === SPAN_KIND.client && c.attributes["server.port"] === upstream.port,
     )!;
     expect(upstreamTraceparents.at(-1)).toBe(`00-${span.traceId}-${attempt.spanId}-01`);
+  });
+
+  it("a method the HTTP conventions do not know is _OTHER, and names no span", () => {
+    const span = serverSpan(replies.odd);
+    expect(span.name).toBe("HTTP /orders");
+    expect(span.attributes).toMatchObject({
+      "http.request.method": "_OTHER",
+      "http.request.method_original": "PURGE",
+    });
   });
 
   it("names no caller: no client id, key, tenant or address in any span", () => {
