@@ -272,46 +272,15 @@ describe("telemetry.traces on", () => {
   });
 });
 
-describe("telemetry.traces.caller_ids: true", () => {
-  it("records the caller's id and address", async () => {
+describe("telemetry.traces with sample: 0 and caller_ids: true", () => {
+  it("exports no new trace, yet keeps a trusted caller's sampled one (parent-based), naming the caller; ids still on the log line and upstream", async () => {
     const before = collector.spans.length;
     const gw = await spawnGateway(
       config(
         redis.url,
         upstream.url,
         deadUrl,
-        `telemetry: { traces: { endpoint: ${collector.url}/v1/traces, caller_ids: true } }`,
-      ),
-    );
-    // Its burst was spent above: a 429, whose span names the caller all the same.
-    const reply = await send(gw.url, {
-      path: "/orders",
-      headers: { "x-api-key": "key-beta-secret" },
-      localAddress: TRUSTED,
-    });
-    await gw.stop();
-    const line = gw.lines.find((l) => l.msg === "request" && l.request_id === reply.headers["x-request-id"]);
-    const span = collector.spans
-      .slice(before)
-      .find((s) => s.kind === SPAN_KIND.server && s.traceId === line?.trace_id);
-    expect(span?.attributes).toMatchObject({
-      "tollgate.caller.kind": "client",
-      "tollgate.caller.id": "beta-client",
-      "client.address": TRUSTED,
-    });
-    expect(span?.resource["service.name"]).toBe("tollgate");
-  }, 20_000);
-});
-
-describe("telemetry.traces.sample: 0", () => {
-  it("exports no new trace, yet a trusted caller's sampled trace is kept (parent-based); ids still on the log line and upstream", async () => {
-    const before = collector.spans.length;
-    const gw = await spawnGateway(
-      config(
-        redis.url,
-        upstream.url,
-        deadUrl,
-        `telemetry: { traces: { endpoint: ${collector.url}, sample: 0 } }`,
+        `telemetry: { traces: { endpoint: ${collector.url}/v1/traces, sample: 0, caller_ids: true } }`,
       ),
     );
     const received = upstream.received.length;
@@ -333,9 +302,14 @@ describe("telemetry.traces.sample: 0", () => {
     const sent = upstream.received.slice(received).map((r) => String(r.headers.traceparent));
     expect(sent[0]).toBe(`00-${untracedId}-${String(lineOf(untraced).span_id)}-00`);
     expect(lineOf(traced).trace_id).toBe(sampledTrace);
-    expect(spans.find((s) => s.kind === SPAN_KIND.server && s.traceId === sampledTrace)?.parentSpanId).toBe(
-      CALLER_SPAN,
-    );
+    const span = spans.find((s) => s.kind === SPAN_KIND.server && s.traceId === sampledTrace);
+    expect(span?.parentSpanId).toBe(CALLER_SPAN);
+    expect(span?.attributes).toMatchObject({
+      "tollgate.caller.kind": "client",
+      "tollgate.caller.id": "gamma-client",
+      "client.address": TRUSTED,
+    });
+    expect(span?.resource["service.name"]).toBe("tollgate");
   }, 20_000);
 });
 
