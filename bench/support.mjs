@@ -107,6 +107,8 @@ export async function startBenchGateway({
   limited = true,
   cwd = root,
   storeExtra = "",
+  /** Top-level YAML appended to the config (bench:cost's `telemetry:`). */
+  extra = "",
 }) {
   const port = await freePort();
   const clients = Array.from(
@@ -131,7 +133,7 @@ plans:
   flood: { global: { rate: 1/h, burst: 10 } }
 routes:
   - { name: default, match: { path: / }, upstream: api }
-`,
+${extra}`,
   );
   // BENCH_GATEWAY_NODE_ARGS: Node flags for the gateway alone (bench/profile.mjs: --cpu-prof).
   // BENCH_GATEWAY_CLI: another build's cli.js, to compare two builds in one run.

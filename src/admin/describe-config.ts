@@ -74,6 +74,28 @@ function describeRules(
   };
 }
 
+/**
+ * Where traces go: the endpoint without a user or password in it, the exporter's header names
+ * with every value `set` (an authorization header is a secret).
+ */
+function describeTelemetry(telemetry: Runtime["config"]["telemetry"]) {
+  const traces = telemetry?.traces;
+  if (!traces) return { traces: null };
+  const endpoint = new URL(traces.endpoint);
+  endpoint.username = "";
+  endpoint.password = "";
+  return {
+    traces: {
+      endpoint: endpoint.toString(),
+      sample: traces.sample,
+      service_name: traces.service_name,
+      caller_ids: traces.caller_ids,
+      headers: Object.fromEntries(Object.keys(traces.headers ?? {}).map((name) => [name, "set"])),
+      timeout: formatDuration(traces.timeout),
+    },
+  };
+}
+
 /** The body of GET /admin/config. */
 export function describeConfig(rt: Runtime) {
   return {
@@ -141,6 +163,7 @@ export function describeConfig(rt: Runtime) {
       jwt: rt.identity.jwt ? { algorithms: rt.identity.jwt.algorithms } : null,
       trusted_proxies: rt.config.identity.trusted_proxies,
     },
+    telemetry: describeTelemetry(rt.config.telemetry),
     store: {
       kind: rt.store.url.split(":")[0],
       address: storeAddress(rt.store),

@@ -176,6 +176,8 @@ const EXAMPLES: Record<string, string> = {
   "tenants.<name>.alert_url": "https://acme.example.com/tollgate-alerts",
   "tenants.<name>.alert_secret": "${ACME_ALERT_SECRET}",
   "tenants.<name>.alert_events": "[budget.exhausted]",
+  "telemetry.traces.endpoint": "http://otel-collector:4318/v1/traces",
+  "telemetry.traces.headers.<name>": '"Bearer ${OTLP_TOKEN}"',
 };
 
 interface Row {

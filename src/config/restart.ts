@@ -1,4 +1,5 @@
-// Settings a running gateway cannot change in place: its listeners and its store connection.
+// Settings a running gateway cannot change in place: its listeners, its store connection and
+// its trace exporter (started once, before the first request, and flushed at exit).
 // A reload keeps their current values and reports them, so the new config is never applied by
 // halves (a new prefix with the old store, say).
 import type { Config } from "./schema.js";
@@ -30,6 +31,7 @@ export function splitRestartOnly(current: Config, next: Config): RestartSplit {
   if (!sameListener) restartRequired.push("listen");
   if (!same(current.admin.listen, next.admin.listen)) restartRequired.push("admin.listen");
   if (!same(current.workers, next.workers)) restartRequired.push("workers");
+  if (!same(current.telemetry, next.telemetry)) restartRequired.push("telemetry");
   const store = { ...next.store };
   for (const key of STORE_RESTART_ONLY) {
     if (same(current.store[key], next.store[key])) continue;
@@ -41,6 +43,7 @@ export function splitRestartOnly(current: Config, next: Config): RestartSplit {
       ...next,
       listen: sameListener ? next.listen : current.listen,
       workers: current.workers,
+      telemetry: current.telemetry,
       admin: { ...next.admin, listen: current.admin.listen },
       store,
     },

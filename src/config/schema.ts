@@ -15,6 +15,7 @@ import { hostPatternProblem } from "../routing/host.js";
 import { ADMIN_SCOPES, ADMIN_TOKEN_NAME } from "./admin-tokens.js";
 import { suggest } from "./problems.js";
 import { duration, percent, size } from "./scalars.js";
+import { telemetrySchema } from "./telemetry.js";
 
 const hostPort = () =>
   z
@@ -1089,6 +1090,7 @@ export const configSchema = z
       })
       .prefault({})
       .describe("API keys issued at runtime through the admin API (the YAML's clients are always known)"),
+    telemetry: telemetrySchema,
   })
   .describe("tollgate gateway configuration");
 

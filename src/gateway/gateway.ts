@@ -10,6 +10,7 @@ import type { Runtime } from "../config/compile.js";
 import type { ListenerTls } from "../config/listener-tls.js";
 import { loadConfigFile } from "../config/load.js";
 import { ConfigError, formatProblem } from "../config/problems.js";
+import { traceSettings } from "../config/telemetry.js";
 import { AuthFailureThrottle } from "../identity/auth-failures.js";
 import { fetchJson } from "../identity/idp/fetch-json.js";
 import { RemoteKeySets } from "../identity/idp/key-sets.js";
@@ -18,6 +19,7 @@ import { createLogger } from "../observability/log.js";
 import { Metrics } from "../observability/metrics.js";
 import { StoreErrors, storeAddress } from "../observability/store-errors.js";
 import { SustainedDenials } from "../observability/sustained.js";
+import { startTracing, type Tracing } from "../observability/tracing.js";
 import type { KeyLookup } from "../operator-state/api-key-lookup.js";
 import type { KeyStore } from "../operator-state/api-keys.js";
 import type { AuditLog } from "../operator-state/audit.js";
@@ -142,6 +144,8 @@ export class Gateway {
   });
   private readonly sustainedSweep = setInterval(() => this.sustained.sweep(Date.now()), 1000).unref();
   private proxyServer: ProxyListener | undefined;
+  /** `telemetry.traces`, started before the proxy listener; undefined: tracing off. */
+  private tracing: Tracing | undefined;
   /** The certificate the proxy listener serves (listen.tls), replaced by a reload that changes it. */
   private servedTls: ListenerTls | undefined;
   private adminServer: Server | undefined;
@@ -244,6 +248,10 @@ export class Gateway {
       logger.warn({ warnings: loaded.warnings.map(formatProblem) }, "config loaded with warnings");
     }
     const gateway = new Gateway(runtime, logger, options);
+    const role = options.role ?? "all";
+    // Only a process that serves requests traces them; OpenTelemetry is loaded only then.
+    const traces = loaded.config.telemetry?.traces;
+    if (traces && role !== "primary") gateway.tracing = await startTracing(traceSettings(traces), logger);
     await waitForStore(gateway.store, runtime, logger);
     // The IdP's keys before the first request when it answers within fetch_timeout; when it
     // does not, the gateway starts all the same, not ready, refusing JWTs until they arrive.
@@ -253,7 +261,6 @@ export class Gateway {
     // The overrides in force from the first request (bounded by the store timeout; a store that
     // cannot answer is read again in the background).
     await gateway.overrides.start();
-    const role = options.role ?? "all";
     await gateway.listen(
       { ...PROXY_SERVER_OPTIONS, keepAliveTimeout: runtime.config.idle_timeout, ...options.serverOptions },
       role,
@@ -309,6 +316,7 @@ export class Gateway {
         tunnels: this.tunnels,
         authFailures: this.authFailures,
         storedKeys: this.keyLookup,
+        tracing: this.tracing,
         scheme: generations.current.runtime.listen.tls ? "https" : "http",
       });
       this.servedTls = generations.current.runtime.listen.tls;
@@ -349,6 +357,7 @@ export class Gateway {
       await this.changes.stop();
       await this.store.close();
       await this.pools.destroy();
+      await this.tracing?.shutdown();
       throw err;
     }
     const runtime = generations.current.runtime;
@@ -367,6 +376,31 @@ export class Gateway {
       // With workers, the primary says "tollgate listening" once all of them are.
       role === "all" ? "tollgate listening" : `${role} listening`,
     );
+  }
+
+  /**
+   * Exports the spans still buffered. The exporter's own timeout bounds it; a collector that
+   * hangs past that as well costs the stop at most EXPORT_FLUSH_MS more, and the spans.
+   */
+  private async flushTraces(): Promise<void> {
+    const tracing = this.tracing;
+    if (!tracing) return;
+    this.tracing = undefined;
+    const limitMs =
+      (this.generations.current.runtime.config.telemetry?.traces?.timeout ?? 0) + EXPORT_FLUSH_MS;
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      tracing.shutdown().then(
+        () => "flushed",
+        (err: unknown) => (err instanceof Error ? err.message : String(err)),
+      ),
+      new Promise<string>((resolve) => {
+        timer = setTimeout(() => resolve(`not flushed within ${limitMs} ms`), limitMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (outcome !== "flushed")
+      this.logger.warn({ err: outcome }, "trace export at shutdown failed; spans dropped");
   }
 
   /** After a reload: `idle_timeout` for the connections opened from now on (unless a test fixed it). */
@@ -423,6 +457,8 @@ export class Gateway {
       await this.pools.close();
     }
     admin?.closeAllConnections();
+    // Every request has ended: the spans of the last ones are exported before the process exits.
+    await this.flushTraces();
     await this.generations.current.limiter.close();
     await this.alerts.alerts.stop();
     await this.alerts.close();
@@ -434,6 +470,9 @@ export class Gateway {
     return cut;
   }
 }
+
+/** Beyond the exporter's timeout, how long a stop waits for the last spans to be exported. */
+const EXPORT_FLUSH_MS = 1000;
 
 /** The served certificate in the logs: which file, which certificate, until when. */
 function certificateOf(tls: ListenerTls): { cert_file: string; fingerprint: string; not_after: string } {

@@ -64,7 +64,7 @@ function recordUsage(
     })
     .catch((err: unknown) => {
       // The ledger reports its own failures (onError); a throw here is a bug, never a crash.
-      env.logger.warn({ request_id: ctx.requestId, err }, "usage not recorded");
+      env.logger.warn({ request_id: ctx.requestId, trace_id: ctx.trace?.traceId, err }, "usage not recorded");
     });
 }
 

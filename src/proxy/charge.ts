@@ -147,7 +147,7 @@ export class ChargeReported implements ForwardHandler {
       } else {
         env.metrics.storeErrors.labels(r.reason).inc();
         env.logger.warn(
-          { request_id: ctx.requestId, units: extra, reason: r.reason },
+          { request_id: ctx.requestId, trace_id: ctx.trace?.traceId, units: extra, reason: r.reason },
           "post-charge not recorded",
         );
       }

@@ -16,6 +16,7 @@ import type { BudgetReservation } from "../limits/budget-reservation.js";
 import type { Limiter } from "../limits/limiter.js";
 import { type Metrics, NO_ROUTE, type RequestDecision } from "../observability/metrics.js";
 import type { SustainedDenials } from "../observability/sustained.js";
+import type { RequestTrace, Tracing } from "../observability/tracing.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import type { BodyMemory } from "./body-memory.js";
 import type { CallerShares } from "./caller-share.js";
@@ -72,6 +73,8 @@ export interface ProxyEnv {
   callerShares: CallerShares;
   /** Keys issued at runtime (operator-state/api-key-lookup.ts); undefined: the YAML's keys only. */
   storedKeys?: StoredKeyLookup<Runtime> | undefined;
+  /** `telemetry.traces` (observability/tracing.ts); undefined: tracing is off. */
+  tracing?: Tracing | undefined;
 }
 
 /** An AI route's request, read (proxy/ai-body.ts): what it asks, what it costs, what it reserves. */
@@ -175,6 +178,8 @@ export class RequestContext {
   releaseBody: (() => void) | undefined = undefined;
   /** The upstream whose caller_share slot this request holds (pipeline.ts), given back by complete(). */
   shareHeld: string | undefined = undefined;
+  /** The request's trace (proxy/trace.ts); undefined with tracing off. */
+  trace: RequestTrace | undefined = undefined;
 
   /** The request's headers: with `path` and `query`, what keyed limits read (limits/key-by.ts). */
   get headers(): IncomingMessage["headers"] {

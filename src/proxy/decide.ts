@@ -33,7 +33,10 @@ export function observeCheck(ctx: Admitted, env: DecideEnv): void {
  * request is still answered, as the store being unreachable under the route's failure policy.
  */
 export function checkFailed(ctx: Admitted, env: DecideEnv, err: unknown): LimitDecision {
-  env.logger.error({ err, request_id: ctx.requestId }, "limit check failed unexpectedly");
+  env.logger.error(
+    { err, request_id: ctx.requestId, trace_id: ctx.trace?.traceId },
+    "limit check failed unexpectedly",
+  );
   return {
     kind: "degraded",
     reason: "connection",

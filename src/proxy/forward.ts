@@ -13,6 +13,7 @@ import type { Admitted, ProxyEnv } from "./context.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
 import { responseHandler } from "./response-handlers.js";
 import { streamUpstream } from "./stream.js";
+import { withTraceContext } from "./trace.js";
 import { tunnel } from "./tunnel.js";
 import type { UpstreamPools } from "./upstreams.js";
 
@@ -74,7 +75,8 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
       method: ctx.method,
       path,
       route,
-      headers,
+      // A tunnel's one handshake carries the server span's context (no attempt spans).
+      headers: ctx.trace ? withTraceContext(headers, ctx.trace.propagation()) : headers,
       responseHeaders: ctx.responseHeaders,
       responseRules: route.responseHeaders,
       open: env.tunnels,
@@ -107,6 +109,7 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
     responseRules: route.responseHeaders,
     errorFormat: route.ai?.format,
     handler: responseHandler(env, ctx, decision, false),
+    trace: ctx.trace,
   });
 }
 

@@ -28,6 +28,7 @@ import { forward } from "./forward.js";
 import { complete, failed, refuse, roundMs, tooMany, unavailable } from "./respond.js";
 import { releaseLeases } from "./response-handlers.js";
 import { releaseUnforwarded } from "./settle.js";
+import { startTrace } from "./trace.js";
 import { isWebSocketUpgrade, serveWithoutUpgrade, watchHandshake } from "./upgrade.js";
 import type { UpstreamPools } from "./upstreams.js";
 
@@ -69,7 +70,10 @@ export function createPipeline(deps: PipelineDeps) {
     try {
       work();
     } catch (err) {
-      logger.error({ err, request_id: ctx.requestId }, "request handler failed");
+      logger.error(
+        { err, request_id: ctx.requestId, trace_id: ctx.trace?.traceId },
+        "request handler failed",
+      );
       if (!ctx.done) failed(env, ctx);
     }
   };
@@ -85,6 +89,7 @@ export function createPipeline(deps: PipelineDeps) {
       upgrade,
     );
     if (env.scheme === "https") ctx.scheme = "https";
+    if (env.tracing) startTrace(env.tracing, ctx);
     guarded(ctx, () => {
       const admission = admit(ctx, env);
       if (admission instanceof Promise) {
@@ -168,13 +173,19 @@ export function createPipeline(deps: PipelineDeps) {
   function decideFor(ctx: Admitted): void {
     const decision = decide(ctx, env);
     if (decision instanceof Promise) {
+      const waited = ctx.trace?.storeWait();
       decision.then(
         (d) =>
           guarded(ctx, () => {
+            waited?.(d);
             observeCheck(ctx, env);
             decided(ctx, d);
           }),
-        (err: unknown) => guarded(ctx, () => decided(ctx, checkFailed(ctx, env, err))),
+        (err: unknown) =>
+          guarded(ctx, () => {
+            waited?.(undefined);
+            decided(ctx, checkFailed(ctx, env, err));
+          }),
       );
     } else {
       decided(ctx, decision);
@@ -183,6 +194,7 @@ export function createPipeline(deps: PipelineDeps) {
 
   function decided(ctx: Admitted, decision: LimitDecision): void {
     recordDecision(ctx, env, decision);
+    ctx.trace?.decided(decision);
     switch (decision.kind) {
       case "denied":
         alertIfRefused(env, ctx, decision);

@@ -10,6 +10,7 @@ import { isBudget } from "../limits/spec.js";
 import { quantity } from "../limits/units.js";
 import type { RequestDecision } from "../observability/metrics.js";
 import type { ProxyEnv, Refusal, RequestContext } from "./context.js";
+import { endTrace } from "./trace.js";
 
 type RespondEnv = Pick<ProxyEnv, "metrics" | "logger" | "inFlight" | "clock" | "callerShares">;
 
@@ -159,11 +160,16 @@ export function complete(env: RespondEnv, ctx: RequestContext): void {
   if (ctx.shareHeld !== undefined) env.callerShares.release(ctx.shareHeld, ctx.caller!);
   ctx.releaseBody?.();
   env.metrics.countRequest(ctx.routeName, ctx.decision);
+  const trace = ctx.trace;
+  if (trace) endTrace(trace, ctx);
   if (!ctx.gen.runtime.config.log.requests) return;
   const caller = ctx.caller;
   env.logger.info(
     {
       request_id: ctx.requestId,
+      // Absent with tracing off: pino leaves undefined out of the line.
+      trace_id: trace?.traceId,
+      span_id: trace?.spanId,
       method: ctx.method,
       path: ctx.path,
       route: ctx.routeName || null,

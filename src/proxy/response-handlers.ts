@@ -75,7 +75,7 @@ export function releaseLeases(
     if (r.ok) return;
     env.metrics.storeErrors.labels(r.reason).inc();
     env.logger.warn(
-      { request_id: ctx.requestId, reason: r.reason },
+      { request_id: ctx.requestId, trace_id: ctx.trace?.traceId, reason: r.reason },
       "concurrency lease not released; it will expire",
     );
   });

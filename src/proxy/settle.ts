@@ -122,7 +122,12 @@ export class SettleReservation implements ForwardHandler {
       if (!r.ok) {
         env.metrics.storeErrors.labels(r.reason).inc();
         env.logger.warn(
-          { request_id: ctx.requestId, reason: r.reason, outcome: outcome.kind },
+          {
+            request_id: ctx.requestId,
+            trace_id: ctx.trace?.traceId,
+            reason: r.reason,
+            outcome: outcome.kind,
+          },
           "AI settlement not confirmed by the store",
         );
       }

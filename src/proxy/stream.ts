@@ -9,9 +9,11 @@ import type { CompiledRoute, CompiledUpstream } from "../config/compile.js";
 import type { HeaderRules } from "../http/header-rules.js";
 import { type Problem, problemCode, problemFor, sendProblem } from "../http/problem.js";
 import { sendProviderError } from "../http/provider-error.js";
+import type { RequestTrace, UpstreamAttempt } from "../observability/tracing.js";
 import { startExchangeDeadline } from "./exchange-deadline.js";
 import { writeUpstreamHead } from "./headers.js";
 import { mayRetry, targetFailure } from "./retry.js";
+import { withTraceContext } from "./trace.js";
 import type { UpstreamTargets } from "./upstreams.js";
 
 export type UpstreamFailure = "timeout" | "connect_timeout" | "refused" | "reset" | "error";
@@ -80,6 +82,8 @@ export interface ForwardRequest {
   /** Largest request body in bytes, counted while streaming (route max_body). */
   maxBody?: number;
   handler: ForwardHandler;
+  /** The request's trace: each attempt is a span of its own, its context sent upstream. */
+  trace?: RequestTrace | undefined;
 }
 
 class BodyTooLargeError extends Error {
@@ -169,6 +173,8 @@ export function streamUpstream(f: ForwardRequest): void {
     if (done) return;
     done = true;
     deadline.clear();
+    // The upstream's own status, not the 502/504 the gateway answered in its place.
+    if (attemptSpan) endAttempt(status, result.failure ?? (result.clientGone ? "client_gone" : undefined));
     result.reached = everReached;
     f.handler.onDone(result);
   };
@@ -228,6 +234,12 @@ export function streamUpstream(f: ForwardRequest): void {
   let attempt = 0;
   let retriesLeft = f.retries;
   const tried = [target];
+  // The attempt's span, while it is open (tracing on).
+  let attemptSpan: UpstreamAttempt | undefined;
+  const endAttempt = (upstreamStatus: number, failure: string | undefined) => {
+    attemptSpan?.end(upstreamStatus, failure);
+    attemptSpan = undefined;
+  };
 
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart(c) {
@@ -341,6 +353,8 @@ export function streamUpstream(f: ForwardRequest): void {
    * failure is the answer.
    */
   function retriedElsewhere(err: Error): boolean {
+    if (attemptSpan)
+      endAttempt(status, err instanceof ClientGoneError ? "client_gone" : classifyUpstreamError(err));
     const why = done || res.destroyed || err instanceof ClientGoneError ? null : targetFailure(err);
     if (why) target.health.failed(why);
     else target.health.released();
@@ -371,11 +385,20 @@ export function streamUpstream(f: ForwardRequest): void {
     controller = null;
     reached = false;
     attempt++;
+    let headers = next.host === f.upstream.host ? f.headers : headersFor(f.headers, next);
+    if (f.trace) {
+      attemptSpan = f.trace.attempt(
+        { host: next.host, url: next.origin + withoutQuery(f.path) },
+        f.method,
+        attempt - 1,
+      );
+      headers = withTraceContext(headers, attemptSpan);
+    }
     next.dispatcher.dispatch(
       {
         path: f.path,
         method: f.method,
-        headers: next.host === f.upstream.host ? f.headers : headersFor(f.headers, next),
+        headers,
         body: !f.withBody
           ? null
           : f.body !== undefined
@@ -405,6 +428,12 @@ export function streamUpstream(f: ForwardRequest): void {
   }
   f.targets.budget.request();
   send(target);
+}
+
+/** A path without its query: a span's url.full never carries what a client put in the query. */
+function withoutQuery(path: string): string {
+  const q = path.indexOf("?");
+  return q === -1 ? path : path.slice(0, q);
 }
 
 /** A response's Content-Length as a byte count; undefined when absent or not one number. */

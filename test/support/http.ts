@@ -18,6 +18,8 @@ export interface SendOptions {
   timeoutMs?: number;
   /** A keep-alive agent whose sockets are already open; default: a new connection. */
   agent?: Agent;
+  /** The local address to connect from (127.0.0.2: another loopback peer than 127.0.0.1). */
+  localAddress?: string;
 }
 
 export function send(base: string, options: SendOptions = {}): Promise<Reply> {
@@ -32,6 +34,7 @@ export function send(base: string, options: SendOptions = {}): Promise<Reply> {
         path: options.path ?? "/",
         headers: options.headers,
         agent: options.agent ?? false,
+        localAddress: options.localAddress,
         timeout: options.timeoutMs ?? 10_000,
       },
       (res) => {
