@@ -142,14 +142,15 @@ describe("docs/configuration.md", () => {
     if (!base.ok) throw new Error("the minimal config must load");
     let checked = 0;
     for (const [key, row] of rows(committed)) {
-      // Keys of list items and map entries need an item; identity.jwt and store.replicas bring
-      // requirements of their own (a key without a default beside them).
+      // Keys of list items and map entries need an item; identity.jwt, store.replicas and rls
+      // bring requirements of their own (a key without a default beside them).
       if (
         !row.default ||
         key.includes("[]") ||
         key.includes("<") ||
         key.startsWith("identity.jwt.") ||
-        key.startsWith("store.replicas.")
+        key.startsWith("store.replicas.") ||
+        key.startsWith("rls.")
       )
         continue;
       const file = parseYaml(MINIMAL_CONFIG) as Record<string, unknown>;
