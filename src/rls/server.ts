@@ -56,6 +56,18 @@ export interface RlsServer {
 
 let serviceDefinition: grpc.ServiceDefinition | undefined;
 
+// grpc-js writes its own errors to stderr ("E No address added…"); this module reports every
+// failure itself, in the gateway's log or its start-up error.
+grpc.setLogVerbosity(grpc.logVerbosity.NONE);
+
+/** grpc-js's bind error in an operator's words: it wraps the listen error in its own phrasing. */
+function bindFailure(message: string): string {
+  if (message.includes("EADDRINUSE")) return "the address is already in use";
+  if (message.includes("EACCES")) return "permission denied (a port below 1024 needs privileges)";
+  if (message.includes("EADDRNOTAVAIL")) return "no interface has this address";
+  return message;
+}
+
 /** The service as grpc-js serves it, from the vendored protos (loaded once per process). */
 export function rateLimitService(): grpc.ServiceDefinition {
   if (serviceDefinition) return serviceDefinition;
@@ -162,7 +174,7 @@ export async function startRlsServer(address: string, options: RlsServerOptions)
   const bindAddress = address.startsWith(":") ? `0.0.0.0${address}` : address;
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(bindAddress, grpc.ServerCredentials.createInsecure(), (err, bound) =>
-      err ? reject(new Error(`rls.listen ${address}: ${err.message}`)) : resolve(bound),
+      err ? reject(new Error(`rls.listen ${address}: ${bindFailure(err.message)}`)) : resolve(bound),
     );
   });
   return {
