@@ -128,6 +128,8 @@ export class Gateway {
   proxyAddress: AddressInfo | undefined;
   /** The port the rate-limit service bound, when `rls` is configured. */
   rlsPort: number | undefined;
+  /** `host:port` the rate-limit service listens on, as bound (logged as `rls`). */
+  rlsAddress: string | undefined;
   adminAddress: AddressInfo | undefined;
 
   /** A test gave the listener its idle timeout: the config's does not replace it. */
@@ -320,6 +322,7 @@ export class Gateway {
           logger: this.logger,
         });
         this.rlsPort = this.rlsServer.port;
+        this.rlsAddress = rlsAddressOf(rls.listen, this.rlsPort);
       }
     } catch (err) {
       this.proxyServer?.close();
@@ -336,7 +339,7 @@ export class Gateway {
         proxy: this.proxyAddress ? urlOf(this.proxyAddress, this.proxyServer?.secure) : undefined,
         ...(tls && this.proxyServer ? { tls: certificateOf(tls) } : {}),
         admin: this.adminAddress ? urlOf(this.adminAddress) : undefined,
-        ...(this.rlsPort !== undefined ? { rls: rlsAddressOf(config.rls!.listen, this.rlsPort) } : {}),
+        ...(this.rlsAddress !== undefined ? { rls: this.rlsAddress } : {}),
         store: this.store.kind,
         ...targetsOf(runtime),
         config: runtime.file,

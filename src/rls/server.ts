@@ -31,6 +31,9 @@ const PROTO_DIR = fileURLToPath(new URL("../../proto/", import.meta.url));
 /** A request larger than this is refused by grpc-js (RESOURCE_EXHAUSTED): Envoy's are a few hundred bytes. */
 const MAX_REQUEST_BYTES = 64 * 1024;
 
+/** A connection without a call for this long is closed; Envoy's carry calls every moment. */
+const IDLE_CONNECTION_MS = 5 * 60_000;
+
 /** How long a stop waits for calls in flight before cutting them. */
 const STOP_GRACE_MS = 2000;
 
@@ -145,6 +148,9 @@ export async function startRlsServer(address: string, options: RlsServerOptions)
   const server = new grpc.Server({
     "grpc.max_receive_message_length": MAX_REQUEST_BYTES,
     "grpc.max_send_message_length": 1024 * 1024,
+    // A connection with no call for this long is closed (GOAWAY): one opened and left idle
+    // holds a socket forever otherwise. Envoy reconnects on its next call.
+    "grpc.max_connection_idle_ms": IDLE_CONNECTION_MS,
   });
   server.addService(rateLimitService(), {
     ShouldRateLimit: (
