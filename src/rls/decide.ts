@@ -6,7 +6,7 @@ import { hashed } from "../limits/key-by.js";
 import type { LimitCheck, LimitOutcome, StoreDecision } from "../limits/spec.js";
 import type { RlsRule, RlsSettings, RlsUnit } from "../model/rls.js";
 import { type DescriptorEntry, matchDescriptor } from "./match.js";
-import { UNIT_SECONDS, windowSpecOf } from "./units.js";
+import { windowSpecOf } from "./units.js";
 
 export const MAX_UINT32 = 4_294_967_295;
 
@@ -238,35 +238,33 @@ export function statusOf(rule: RlsRule, outcome: LimitOutcome): RlsStatus {
 
 /** The answer when the store gave none and the policy refuses: every limited descriptor OVER_LIMIT. */
 export function refusedWithoutStore(plan: RlsPlan): RlsResponse {
-  const statuses = plan.slots.map((slot): RlsStatus => {
-    if (slot === "unlimited") return { code: "OK", limit_remaining: MAX_UINT32 };
-    if (slot === "none") return { code: "OK", limit_remaining: 0 };
-    const rule = plan.rules[slot]!;
-    return statusOf(rule, {
-      allowed: false,
-      remaining: 0,
-      resetMs: UNIT_SECONDS[rule.unit] * 1000,
-      retryAfterMs: 0,
-    });
-  });
+  const statuses = withoutStore(plan, "OVER_LIMIT");
   const over = statuses.some((s) => s.code === "OVER_LIMIT");
   return { overall_code: over ? "OVER_LIMIT" : "OK", statuses, response_headers_to_add: [] };
 }
 
-/** The answer when the store gave none and the policy admits: every descriptor OK, limits as configured. */
+/** The answer when the store gave none and the policy admits: every descriptor OK. */
 export function admittedWithoutStore(plan: RlsPlan): RlsResponse {
-  const statuses = plan.slots.map((slot): RlsStatus => {
+  return { overall_code: "OK", statuses: withoutStore(plan, "OK"), response_headers_to_add: [] };
+}
+
+/**
+ * Each descriptor's status without the store: its limit as configured, 0 remaining and no
+ * reset (neither is known), `code` for the limited ones.
+ */
+function withoutStore(plan: RlsPlan, code: RlsStatus["code"]): RlsStatus[] {
+  return plan.slots.map((slot): RlsStatus => {
     if (slot === "unlimited") return { code: "OK", limit_remaining: MAX_UINT32 };
     if (slot === "none") return { code: "OK", limit_remaining: 0 };
     const rule = plan.rules[slot]!;
     return {
-      ...statusOf(rule, {
-        allowed: true,
-        remaining: 0,
-        resetMs: UNIT_SECONDS[rule.unit] * 1000,
-        retryAfterMs: 0,
-      }),
+      code,
+      current_limit: {
+        name: rule.name ?? "",
+        requests_per_unit: rule.requestsPerUnit,
+        unit: rule.unit.toUpperCase(),
+      },
+      limit_remaining: 0,
     };
   });
-  return { overall_code: "OK", statuses, response_headers_to_add: [] };
 }

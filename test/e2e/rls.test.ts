@@ -1,6 +1,7 @@
 // Envoy's rate-limit service served by two gateway processes on one real Redis: a grpc-js client
 // with Envoy's protos gets exact OVER_LIMIT counts with its requests split across both, and a
-// hung Redis (SIGSTOP) is answered within the store timeout by each on_failure policy.
+// hung Redis (SIGSTOP) or a killed one is answered within the store timeout by each on_failure
+// policy.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -133,6 +134,27 @@ describe("rls: two gateways on one Redis", () => {
     } finally {
       redis.resume();
     }
+  });
+
+  it("a killed Redis too; once it is back, the store decides again", async () => {
+    await redis.kill();
+    try {
+      const started = Date.now();
+      const [open, closed] = await Promise.all([ca.ask("edge", ip(10)), cb.ask("edge", ip(10))]);
+      expect(Date.now() - started).toBeLessThan(1000);
+      expect([open.overall_code, closed.overall_code]).toEqual(["OK", "OVER_LIMIT"]);
+    } finally {
+      await redis.restart();
+    }
+    // Decided by the store again: a fresh descriptor counts down (a degraded answer says 0 left).
+    const deadline = Date.now() + 10_000;
+    let remaining = 0;
+    while (Date.now() < deadline) {
+      remaining = (await cb.ask("edge", ip(11))).statuses[0]!.limit_remaining ?? 0;
+      if (remaining > 0) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(remaining).toBeGreaterThan(0);
   });
 
   it("refuses a malformed request with INVALID_ARGUMENT, and keeps serving", async () => {
