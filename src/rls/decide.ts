@@ -151,6 +151,11 @@ function overrideRule(
 const STRUCTURAL = /[{}:%=#\s]/g;
 const ID_MAX = 48;
 
+/**
+ * A descriptor's key or value in a state key: state-keys.ts's escaping with `=` (between key
+ * and value) and `#` (what starts a hash) escaped too, so two descriptors never share a key; a
+ * long one hashed, so a 10 KB value makes a key of bounded length.
+ */
 function part(s: string): string {
   const escaped = s.replace(STRUCTURAL, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
   return escaped.length <= ID_MAX ? escaped : hashed(s);
