@@ -28,6 +28,7 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY lua ./lua
 COPY console ./console
+COPY proto ./proto
 COPY config/gateway.schema.json ./config/gateway.schema.json
 COPY deploy/docker-entrypoint.sh ./docker-entrypoint.sh
 COPY deploy/demo-keys.mjs ./deploy/demo-keys.mjs

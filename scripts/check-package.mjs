@@ -2,8 +2,8 @@
 //
 //   1. a fresh copy of the project (the working tree's files, or `--from-head`: a clone of HEAD)
 //      with no dist/ and no node_modules/; `npm ci` there (its prepare builds dist/);
-//   2. `npm pack` there: the tarball must hold dist/, the Lua scripts, LICENSE, and no source
-//      maps, no src/, no tests;
+//   2. `npm pack` there: the tarball must hold dist/, the Lua scripts, Envoy's protos (proto/,
+//      with their licence), LICENSE, and no source maps, no src/, no tests;
 //   3. in an empty project, `npm install ./tollgate-*.tgz`, then:
 //      `npx tollgate --check` on a valid config (exit 0) and on a misspelt one (exit 2, "did you
 //      mean"); an ESM import and a CommonJS require of "tollgate" that check limits and exit on
@@ -153,6 +153,9 @@ for (const needed of [
   "dist/client/index.js",
   "dist/client/index.d.ts",
   "config/gateway.schema.json",
+  // The rate-limit service (rls) loads Envoy's protos at run time, under their own licence.
+  "proto/envoy/service/ratelimit/v3/rls.proto",
+  "proto/LICENSE",
 ]) {
   if (!files.includes(needed)) fail(`the tarball lacks ${needed}`, files.join("\n"));
 }

@@ -1,6 +1,7 @@
 // Validated config → the immutable runtime every request reads. Everything that does not depend
 // on the request is computed here once: route table, limits per plan and route, key hashes,
 // CIDR sets. A reload builds a new runtime and swaps one reference.
+
 import { createHash } from "node:crypto";
 import { globRegex, PriceTable } from "../ai/prices.js";
 import type { AiSettings } from "../ai/settings.js";
@@ -16,6 +17,7 @@ import { type KeyBy, parseKeyBy, ROUTE_BY, scopeBy } from "../limits/key-by.js";
 import type { PlannedLimit } from "../limits/plan.js";
 import type { LimitSpec } from "../limits/spec.js";
 import type { CompiledClient, CompiledPlan, Entitlements } from "../model/plan.js";
+import type { RlsNode } from "../model/rls.js";
 import type { CompiledRoute, CompiledTarget, CompiledUpstream, RouteCharge } from "../model/routes.js";
 import type { CompiledRuntime } from "../model/runtime.js";
 import { normalizeHostPattern } from "../routing/host.js";
@@ -516,6 +518,8 @@ export function compileRuntime(
     tls?: ListenerTls | undefined;
     /** From the loader (load.ts): an upstream that names TLS files and lacks them here is refused. */
     upstreamTls?: Readonly<Record<string, UpstreamTls>> | undefined;
+    /** From the loader: the rls config files, resolved and compiled (rls-config.ts). */
+    rls?: { files: readonly string[]; domains: ReadonlyMap<string, RlsNode> } | undefined;
   },
 ): Runtime {
   const poolConnect = poolConnectTimeouts(config);
@@ -619,6 +623,16 @@ export function compileRuntime(
     retryHintMaxMs: config.retry_hint_max,
     alerts: compileAlerts(config.alerts, config.tenants, config.calendar.alert_at),
     admin: { tokens: compileAdminTokens(config.admin), auditRetentionMs: config.admin.audit_retention },
+    rls:
+      config.rls === undefined || meta.rls === undefined
+        ? undefined
+        : {
+            listen: config.rls.listen,
+            files: meta.rls.files,
+            domains: meta.rls.domains,
+            responseHeaders: config.rls.response_headers,
+            onFailure: config.rls.on_failure ?? config.store.on_failure,
+          },
     store: {
       url: config.store.url ?? (config.store.cluster ? "redis-cluster://" : "redis-sentinel://"),
       cluster: config.store.cluster,

@@ -92,6 +92,9 @@ const EXAMPLES: Record<string, string> = {
     "{ rate: 10/s, burst: 20 }  or  { per-second: { rate: 10/s, burst: 10 }, daily: { algorithm: fixed_window, limit: 10000, window: 1d } }",
   "clients[].limits.routes.<name>":
     "{ rate: 50/s, burst: 100 }  or  { daily: { algorithm: fixed_window, limit: 50000, window: 1d } }",
+  "rls.listen": "0.0.0.0:8081",
+  "rls.config": "ratelimit/config.yaml  or  [ratelimit/edge.yaml, ratelimit/internal.yaml]",
+  "rls.on_failure": "closed",
   "upstreams.<name>": "http://127.0.0.1:3000",
   "upstreams.<name>.url": "http://api.internal:8080",
   "upstreams.<name>.timeout": "30s",

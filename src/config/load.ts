@@ -13,12 +13,14 @@ import type { JSONWebKeySet } from "jose";
 import type { z } from "zod";
 import type { RemoteKeysSpec } from "../identity/idp/spec.js";
 import { JwtVerifier } from "../identity/jwt-verifier.js";
+import type { RlsNode } from "../model/rls.js";
 import { checkConfig, type PathProblem } from "./checks.js";
 import { type PathSegment, PositionedDocument } from "./document.js";
 import { substituteEnv } from "./env.js";
 import { type ListenerTls, loadListenerTls } from "./listener-tls.js";
 import { type ConfigProblem, suggest } from "./problems.js";
 import { readText, whyUnreadable } from "./read-file.js";
+import { loadRlsFiles } from "./rls-config.js";
 import { salvage } from "./salvage.js";
 import { type Config, configSchema } from "./schema.js";
 import { loadUpstreamTls, type UpstreamTls } from "./upstream-tls.js";
@@ -38,10 +40,18 @@ export type LoadResult =
       tls?: ListenerTls;
       /** TLS to each upstream's https targets that sets any (CA, client certificate, SNI). */
       upstreamTls?: Record<string, UpstreamTls>;
+      /** The rls config files (`rls.config`), resolved and compiled. */
+      rls?: LoadedRls;
       /** Problems that do not stop the file being used, in file order; log them. */
       warnings: ConfigProblem[];
     }
   | { ok: false; problems: ConfigProblem[]; warnings: ConfigProblem[] };
+
+/** `rls.config` read: the files, resolved against the config's directory, and their descriptor trees. */
+export interface LoadedRls {
+  files: string[];
+  domains: Map<string, RlsNode>;
+}
 
 export async function loadConfigFile(
   file: string,
@@ -110,6 +120,9 @@ export function loadConfigText(
   const jwt = loadJwtVerifier(parsed.data, file);
   const tls = loadListenerTls(parsed.data, file);
   const upstreamTls = loadUpstreamTls(parsed.data, file);
+  const rlsFiles = rlsFilesOf(parsed.data, file);
+  const rls = rlsFiles === undefined ? undefined : loadRlsFiles(rlsFiles);
+  if (rls !== undefined && !rls.ok) return { ok: false, problems: rls.problems, warnings };
   if (!jwt.ok || !tls.ok || !upstreamTls.ok) {
     const problems: ConfigProblem[] = [];
     if (!jwt.ok) problems.push(doc.problem(jwt.path, jwt.message));
@@ -126,6 +139,8 @@ export function loadConfigText(
   if (jwt.keyText !== undefined) version.update("\0").update(jwt.keyText);
   if (tls.tls) version.update("\0").update(tls.tls.cert).update("\0").update(tls.tls.key);
   for (const [name, u] of Object.entries(upstreamTls.tls)) version.update("\0").update(name).update(u.hash);
+  // And the rls files: editing one is a change a reload applies.
+  if (rls?.ok) for (const text of rls.texts) version.update("\0rls\0").update(text);
   const certWarnings = tls.warnings.map((w) => {
     const problem = doc.problem(["listen", "tls", w.key], w.message);
     problem.severity = "warning";
@@ -142,8 +157,16 @@ export function loadConfigText(
   if (jwt.keyFile !== undefined) loaded.keyFile = jwt.keyFile;
   if (tls.tls) loaded.tls = tls.tls;
   if (Object.keys(upstreamTls.tls).length) loaded.upstreamTls = upstreamTls.tls;
+  if (rls?.ok && rlsFiles) loaded.rls = { files: rlsFiles, domains: rls.domains };
   if (withKeyText && jwt.keyText !== undefined) loaded.keyText = jwt.keyText;
   return loaded;
+}
+
+/** `rls.config` as absolute paths (relative to the config's directory); undefined without `rls`. */
+function rlsFilesOf(config: Config, file: string): string[] | undefined {
+  if (config.rls === undefined) return undefined;
+  const written = typeof config.rls.config === "string" ? [config.rls.config] : config.rls.config;
+  return written.map((f) => resolve(dirname(file), f));
 }
 
 /**
@@ -270,6 +293,7 @@ export type TransferableLoad =
       keyText?: string;
       tls?: ListenerTls;
       upstreamTls?: Record<string, UpstreamTls>;
+      rls?: LoadedRls;
       warnings: ConfigProblem[];
     }
   | { ok: false; problems: ConfigProblem[]; warnings: ConfigProblem[] };
@@ -292,6 +316,7 @@ export async function loadForTransfer(
   if (loaded.keyText !== undefined) out.keyText = loaded.keyText;
   if (loaded.tls !== undefined) out.tls = loaded.tls;
   if (loaded.upstreamTls !== undefined) out.upstreamTls = loaded.upstreamTls;
+  if (loaded.rls !== undefined) out.rls = loaded.rls;
   return out;
 }
 
@@ -348,6 +373,7 @@ export async function loadConfigFileOffThread(
   if (transferred.keyFile !== undefined) loaded.keyFile = transferred.keyFile;
   if (transferred.tls !== undefined) loaded.tls = transferred.tls;
   if (transferred.upstreamTls !== undefined) loaded.upstreamTls = transferred.upstreamTls;
+  if (transferred.rls !== undefined) loaded.rls = transferred.rls;
   return loaded;
 }
 

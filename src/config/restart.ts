@@ -32,6 +32,9 @@ export function splitRestartOnly(current: Config, next: Config): RestartSplit {
   if (!same(current.admin.listen, next.admin.listen)) restartRequired.push("admin.listen");
   if (!same(current.workers, next.workers)) restartRequired.push("workers");
   if (!same(current.telemetry, next.telemetry)) restartRequired.push("telemetry");
+  // The rate-limit service's socket: whether it is served, and where. Its files apply live.
+  const sameRls = same(current.rls?.listen, next.rls?.listen);
+  if (!sameRls) restartRequired.push("rls.listen");
   const store = { ...next.store };
   for (const key of STORE_RESTART_ONLY) {
     if (same(current.store[key], next.store[key])) continue;
@@ -44,6 +47,7 @@ export function splitRestartOnly(current: Config, next: Config): RestartSplit {
       listen: sameListener ? next.listen : current.listen,
       workers: current.workers,
       telemetry: current.telemetry,
+      ...(sameRls ? {} : rlsKeptAt(current, next)),
       admin: { ...next.admin, listen: current.admin.listen },
       store,
     },
@@ -55,4 +59,13 @@ function listenerShape(listen: Config["listen"]): { address: string; tls: boolea
   return typeof listen === "string"
     ? { address: listen, tls: false }
     : { address: listen.address, tls: listen.tls !== undefined };
+}
+
+/**
+ * A reload that moves, adds or removes the rate-limit service keeps the running listener's
+ * address (or its absence); the rest of the new `rls` applies.
+ */
+function rlsKeptAt(current: Config, next: Config): Pick<Config, "rls"> {
+  if (current.rls === undefined || next.rls === undefined) return { rls: current.rls };
+  return { rls: { ...next.rls, listen: current.rls.listen } };
 }

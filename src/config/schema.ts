@@ -898,6 +898,35 @@ export const configSchema = z
         .describe("the circuit breaker around the store (one per master in a Redis Cluster)"),
     }),
     upstreams: z.record(z.string(), upstreamSchema),
+    rls: z
+      .strictObject({
+        listen: hostPort().describe(
+          "host:port of the gRPC listener serving envoy.service.ratelimit.v3.RateLimitService (cleartext HTTP/2)",
+        ),
+        config: z
+          .union([z.string().min(1), z.array(z.string().min(1)).min(1)], {
+            error: "expected the envoyproxy/ratelimit YAML file (or a list of them), relative to this file",
+          })
+          .describe(
+            "envoyproxy/ratelimit YAML file(s) of descriptors, relative to this file; each domain in one file; re-read on reload",
+          ),
+        response_headers: z
+          .boolean()
+          .default(false)
+          .describe(
+            "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to Envoy's answer (response_headers_to_add)",
+          ),
+        on_failure: z
+          .enum(["open", "closed", "local"])
+          .optional()
+          .describe(
+            "when the store cannot answer: open answers OK, closed OVER_LIMIT, local decides in-process with store.local_fraction of each limit (default: store.on_failure)",
+          ),
+      })
+      .optional()
+      .describe(
+        "Envoy's global rate-limit service (gRPC), served from tollgate's limiter; off when absent (docs/envoy.md)",
+      ),
     identity: z
       .strictObject({
         api_key: z

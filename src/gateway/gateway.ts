@@ -27,6 +27,7 @@ import type { MemoryChangeFeed, RedisChangeFeed } from "../operator-state/change
 import type { Overrides } from "../operator-state/overrides.js";
 import { createPipeline } from "../proxy/pipeline.js";
 import { UpstreamPools } from "../proxy/upstreams.js";
+import type { RlsServer } from "../rls/server.js";
 import type { UsageLedger } from "../usage/ledger.js";
 import { Generations } from "./generation.js";
 import {
@@ -149,7 +150,13 @@ export class Gateway {
   /** The certificate the proxy listener serves (listen.tls), replaced by a reload that changes it. */
   private servedTls: ListenerTls | undefined;
   private adminServer: Server | undefined;
+  /** Envoy's rate-limit service (rls), served beside the admin listener when configured. */
+  private rlsServer: RlsServer | undefined;
   proxyAddress: AddressInfo | undefined;
+  /** The port the rate-limit service bound, when `rls` is configured. */
+  rlsPort: number | undefined;
+  /** `host:port` the rate-limit service listens on, as bound (logged as `rls`). */
+  rlsAddress: string | undefined;
   adminAddress: AddressInfo | undefined;
 
   /** A test gave the listener its idle timeout: the config's does not replace it. */
@@ -350,6 +357,18 @@ export class Gateway {
       if (this.proxyServer)
         this.proxyAddress = await listen(this.proxyServer.server, generations.current.runtime.listen.address);
       if (this.adminServer) this.adminAddress = await listen(this.adminServer, config.admin.listen);
+      const rls = generations.current.runtime.rls;
+      if (rls && role !== "worker") {
+        // Loaded only here: a gateway without `rls` never loads grpc-js and the protos.
+        const { startRlsServer } = await import("../rls/server.js");
+        this.rlsServer = await startRlsServer(rls.listen, {
+          generation: () => generations.current,
+          metrics: this.metrics,
+          logger: this.logger,
+        });
+        this.rlsPort = this.rlsServer.port;
+        this.rlsAddress = rlsAddressOf(rls.listen, this.rlsPort);
+      }
     } catch (err) {
       this.proxyServer?.close();
       this.adminServer?.close();
@@ -366,6 +385,7 @@ export class Gateway {
         proxy: this.proxyAddress ? urlOf(this.proxyAddress, this.proxyServer?.secure) : undefined,
         ...(tls && this.proxyServer ? { tls: certificateOf(tls) } : {}),
         admin: this.adminAddress ? urlOf(this.adminAddress) : undefined,
+        ...(this.rlsAddress !== undefined ? { rls: this.rlsAddress } : {}),
         store: this.store.kind,
         ...targetsOf(runtime),
         config: runtime.file,
@@ -443,6 +463,7 @@ export class Gateway {
     clearInterval(this.sustainedSweep);
     proxy?.close();
     admin?.close();
+    const rlsStopped = this.rlsServer?.stop();
     const cut = await finishInFlight(proxy, this.inFlight, graceMs);
     if (cut > 0) {
       this.logger.warn(
@@ -459,6 +480,7 @@ export class Gateway {
     admin?.closeAllConnections();
     // Every request has ended: the spans of the last ones are exported before the process exits.
     await this.flushTraces();
+    await rlsStopped;
     await this.generations.current.limiter.close();
     await this.alerts.alerts.stop();
     await this.alerts.close();
@@ -477,4 +499,10 @@ const EXPORT_FLUSH_MS = 1000;
 /** The served certificate in the logs: which file, which certificate, until when. */
 function certificateOf(tls: ListenerTls): { cert_file: string; fingerprint: string; not_after: string } {
   return { cert_file: tls.certFile, fingerprint: tls.fingerprint, not_after: tls.notAfter };
+}
+
+/** `host:port` of the rate-limit service as bound (port 0 in the config: the one chosen). */
+function rlsAddressOf(listen: string, port: number): string {
+  const host = listen.slice(0, listen.lastIndexOf(":"));
+  return `${host === "" ? "0.0.0.0" : host}:${port}`;
 }

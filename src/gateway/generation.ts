@@ -34,6 +34,7 @@ function watchedFiles(rt: Runtime): string[] {
   const files = [rt.file];
   if (rt.keyFile !== undefined) files.push(rt.keyFile);
   if (rt.listen.tls) files.push(rt.listen.tls.certFile, rt.listen.tls.keyFile);
+  if (rt.rls) files.push(...rt.rls.files);
   return files;
 }
 

@@ -34,6 +34,7 @@ export function runtimeOf(loaded: Loaded, config: Config = loaded.config): Runti
     keyFile: loaded.keyFile,
     tls: loaded.tls,
     upstreamTls: loaded.upstreamTls,
+    rls: loaded.rls,
   });
 }
 

@@ -103,6 +103,8 @@ export async function runPrimary(file: string, count: number): Promise<void> {
     {
       proxy,
       admin: `http://${gateway.adminAddress!.address}:${gateway.adminAddress!.port}`,
+      // The rate-limit service is the primary's own (rls): the workers serve the proxy only.
+      ...(gateway.rlsAddress !== undefined ? { rls: gateway.rlsAddress } : {}),
       workers: count,
       ...(tls
         ? { tls: { cert_file: tls.certFile, fingerprint: tls.fingerprint, not_after: tls.notAfter } }

@@ -261,6 +261,20 @@ export class Limiter {
     }
   }
 
+  /**
+   * One store call for checks built outside the plans (Envoy's rate-limit service, src/rls/),
+   * through the same decorators as a request's (deny cache, breaker). Rejects as the store does;
+   * the caller applies its failure policy (storeFailureReason names why).
+   */
+  checkChecks(checks: LimitCheck[]): Promise<StoreDecision> {
+    return this.store.check(checks);
+  }
+
+  /** The same checks decided by the in-process fallback (on_failure: local); undefined without one. */
+  checkLocally(checks: readonly LimitCheck[]): StoreDecision | undefined {
+    return this.local?.checkSync(checks);
+  }
+
   /** Writes the denials the deny cache decided (every second, and before the admin API reads). */
   flushDenials(): Promise<void> {
     return this.denyCache ? this.denyCache.flushDenials() : Promise.resolve();

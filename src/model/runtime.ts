@@ -8,6 +8,7 @@ import type { RouteMatcher } from "../routing/matcher.js";
 import type { AdminToken } from "./admin.js";
 import type { IdentitySettings, IdentityView } from "./identity.js";
 import type { CompiledClient, CompiledPlan } from "./plan.js";
+import type { RlsSettings } from "./rls.js";
 import type { CompiledRoute, CompiledUpstream } from "./routes.js";
 import type { ListenerTls } from "./tls.js";
 
@@ -45,6 +46,8 @@ export interface CompiledRuntime<C = unknown> extends IdentityView {
   readonly alerts: AlertSettings;
   /** The operator API: the tokens it accepts (admin-tokens.ts) and how long its audit log keeps an entry. */
   readonly admin: { readonly tokens: readonly AdminToken[]; readonly auditRetentionMs: number };
+  /** Envoy's rate-limit service (`rls`), its descriptor files compiled; undefined: off. */
+  readonly rls: RlsSettings | undefined;
   readonly store: {
     /** The store's address as written (cluster and sentinel: a scheme naming the kind). */
     url: string;

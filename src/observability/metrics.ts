@@ -86,6 +86,12 @@ export class Metrics {
       return ms === undefined ? undefined : Math.round(ms / 1000);
     };
   }
+  /**
+   * Envoy's ShouldRateLimit calls answered (src/rls/), by overall code (ok, over_limit,
+   * invalid: refused as malformed) and by what decided: store, deny_cache, degraded_open,
+   * degraded_closed, degraded_local, none (no descriptor had a limit). No domain or value label.
+   */
+  readonly rlsDecisions: Counter<"code" | "decided_by">;
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: "tollgate_" });
@@ -145,6 +151,12 @@ export class Metrics {
       registers: [this.registry],
     });
     this.sustainedDenials.set(0);
+    this.rlsDecisions = new Counter({
+      name: "tollgate_rls_decisions_total",
+      help: "Envoy rate-limit service calls answered, by overall code and by what decided.",
+      labelNames: ["code", "decided_by"],
+      registers: [this.registry],
+    });
     this.localDenials = new Counter({
       name: "tollgate_local_denials_total",
       help: "Requests denied by the deny cache, without asking the store.",

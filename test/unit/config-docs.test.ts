@@ -143,15 +143,16 @@ describe("docs/configuration.md", () => {
     if (!base.ok) throw new Error("the minimal config must load");
     let checked = 0;
     for (const [key, row] of rows(committed)) {
-      // Keys of list items and map entries need an item; identity.jwt, store.replicas and
-      // telemetry.traces bring requirements of their own (a key without a default beside them).
+      // Keys of list items and map entries need an item; identity.jwt, store.replicas,
+      // telemetry.traces and rls bring requirements of their own (a key without a default beside them).
       if (
         !row.default ||
         key.includes("[]") ||
         key.includes("<") ||
         key.startsWith("identity.jwt.") ||
         key.startsWith("store.replicas.") ||
-        key.startsWith("telemetry.traces.")
+        key.startsWith("telemetry.traces.") ||
+        key.startsWith("rls.")
       )
         continue;
       const file = parseYaml(MINIMAL_CONFIG) as Record<string, unknown>;
