@@ -31,6 +31,9 @@ export class TestIdp {
   jwksFetches = 0;
   discoveryFetches = 0;
   private readonly sockets = new Set<Socket>();
+  /** Answers held back by delayMs: cleared at close, so none runs into the next test file. */
+  private readonly delayed = new Set<NodeJS.Timeout>();
+  private port = 0;
 
   private constructor(
     readonly server: Server,
@@ -56,8 +59,13 @@ export class TestIdp {
         }
         res.writeHead(404).end();
       };
-      if (idp.delayMs > 0) setTimeout(answer, idp.delayMs).unref();
-      else answer();
+      if (idp.delayMs > 0) {
+        const timer = setTimeout(() => {
+          idp.delayed.delete(timer);
+          answer();
+        }, idp.delayMs);
+        idp.delayed.add(timer);
+      } else answer();
     });
     idp = new TestIdp(server, certificate);
     server.on("secureConnection", (s) => {
@@ -65,11 +73,12 @@ export class TestIdp {
       s.on("close", () => idp.sockets.delete(s));
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    idp.port = (server.address() as AddressInfo).port;
     return idp;
   }
 
   get issuer(): string {
-    return `https://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    return `https://127.0.0.1:${this.port}`;
   }
 
   /** A token of `key` for this issuer. */
@@ -82,6 +91,8 @@ export class TestIdp {
   }
 
   async close(): Promise<void> {
+    for (const timer of this.delayed) clearTimeout(timer);
+    this.delayed.clear();
     for (const s of this.sockets) s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
