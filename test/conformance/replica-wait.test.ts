@@ -37,6 +37,10 @@ beforeAll(async () => {
   );
   replicaClient = new Redis({ port: replicaPort, host: "127.0.0.1", maxRetriesPerRequest: 1 });
   replicaClient.on("error", () => {});
+  // After a diskless sync the master counts the replica (WAIT included) only from its first
+  // acknowledgement, up to a second after its link is up.
+  for (let tries = 0; Number(await master.client.wait(1, 200)) < 1; tries++)
+    if (tries === 25) throw new Error("the replica never acknowledged the master");
 }, 30_000);
 afterAll(async () => {
   await Promise.all(stores.map((s) => s.close()));

@@ -42,6 +42,10 @@ export function redisArgs(port: number, extra: string[] = []): string[] {
     "no",
     "--protected-mode",
     "no",
+    // A replica's first sync starts at once, not after the 5 s Redis waits by default for more
+    // replicas to share a diskless transfer (5 s of every test that starts a replica).
+    "--repl-diskless-sync-delay",
+    "0",
     ...extra,
   ];
 }
