@@ -16,7 +16,9 @@
 // npm runs with --prefer-offline (the local cache serves what it holds), or with `--offline`
 // only from the cache: then a package the cache lacks ends the run with exit 3 ("cannot check
 // offline"), not a failure. `--reuse-node-modules` links this checkout's node_modules/ into the
-// copy instead of running `npm ci` (the quick run of test/e2e/package.test.ts, which also skips
+// copy instead of running `npm ci`, and `--reuse-dist` copies this checkout's dist/ (refused
+// unless newer than every file of src/) and packs without the prepack build (the quick run of
+// test/e2e/package.test.ts, whose setup has just built dist/ from the same src/; it also skips
 // the git install). Prints the figures (tarball size, file count, install times); `--json`
 // prints them as one JSON line at the end. `--keep` leaves the temporary directory for
 // inspection. Exits 1 on the first failed check.
@@ -130,7 +132,19 @@ if (args.has("--reuse-node-modules")) {
 }
 
 // 2. `npm pack`.
-const packed = npm(["pack", "--json"], project);
+const reuseDist = args.has("--reuse-dist");
+if (reuseDist) {
+  const newest = (path) =>
+    statSync(path).isDirectory()
+      ? Math.max(0, ...readdirSync(path).map((entry) => newest(join(path, entry))))
+      : statSync(path).mtimeMs;
+  const cli = join(root, "dist/cli.js");
+  if (!existsSync(cli) || statSync(cli).mtimeMs < newest(join(root, "src")))
+    fail("--reuse-dist: this checkout's dist/ is missing or older than src/ (npm run build)");
+  cpSync(join(root, "dist"), join(project, "dist"), { recursive: true });
+  pass("this checkout's dist/ copied in (newer than src/)");
+}
+const packed = npm(reuseDist ? ["pack", "--json", "--ignore-scripts"] : ["pack", "--json"], project);
 figures.npmPackSeconds = packed.seconds;
 const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf("[")));
 const files = info.files.map((f) => f.path);

@@ -1,8 +1,9 @@
 // What `npm install` of tollgate gives a newcomer: scripts/check-package.mjs packs a fresh copy
 // of the project and installs the tarball in an empty project (the bin, an ESM import, a
 // CommonJS require, the types, the three entries, and "tollgate" loading none of the gateway's
-// dependencies). The quick variant runs here (about 20 s: this checkout's node_modules instead of
-// `npm ci`, no git install, npm's cache first and the registry only for what the cache lacks).
+// dependencies). The quick variant runs here (about 15 s: this checkout's node_modules instead of
+// `npm ci`, its dist/ just built by the test setup instead of the prepack build, no git install,
+// npm's cache first and the registry only for what the cache lacks).
 // `npm run check:package` runs the whole of it.
 import { execFile } from "node:child_process";
 import { describe, expect, it } from "vitest";
@@ -20,7 +21,7 @@ function checkPackage(): Promise<{ code: number; stdout: string; stderr: string 
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ["scripts/check-package.mjs", "--reuse-node-modules", "--skip-git", "--json"],
+      ["scripts/check-package.mjs", "--reuse-node-modules", "--reuse-dist", "--skip-git", "--json"],
       { timeout: 110_000, maxBuffer: 16 * 1024 * 1024 },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === "number" ? err.code : 1) : 0;
