@@ -3,9 +3,9 @@
 //
 // The client leaves a master when the connection closes (a killed Redis) or when a sentinel
 // publishes +switch-master naming another (switch-master.ts). Neither happens soon enough
-// after a partition: the cut-off master's socket stays open, and the sentinel that led the failover publishes +switch-master
-// only after it has reconfigured every other replica, about a second after it began naming the
-// promoted one (measured in test/e2e/partition.test.ts: 1.4–1.9 s from the naming to the first
+// after a partition: the cut-off master's socket stays open, and the sentinel that led the
+// failover publishes +switch-master only after it has reconfigured every other replica, about
+// a second after it began naming the promoted one (measured in test/e2e/partition.test.ts: 1.4–1.9 s from the naming to the first
 // decision, against 0.2 s after a kill). Asking is cheap and only happens while checks fail.
 import { isIP } from "node:net";
 import type { Redis } from "ioredis";
