@@ -1,6 +1,8 @@
 // The one GET the gateway makes to an identity provider (identity/idp/fetch-json.ts), against
 // real peers that misbehave: each is refused with its reason within the deadline, and no
 // socket is left open behind it.
+
+import { getEventListeners } from "node:events";
 import { createServer as createHttpServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
@@ -124,5 +126,23 @@ describe("fetchJson stopped", () => {
     await expect(fetching).rejects.toMatchObject({ outcome: "network", message: "the fetch was stopped" });
     expect(performance.now() - started).toBeLessThan(1000);
     expect(await socketsClosed()).toBe(0);
+  });
+});
+
+describe("fetchJson with the key set's long-lived signal", () => {
+  it("leaves no listener on it once a fetch has settled, answered or failed", async () => {
+    const good = await listen(
+      createHttpServer((_req, res) =>
+        res.writeHead(200, { "content-type": "application/json" }).end('{"keys":[]}'),
+      ),
+    );
+    const bad = await listen(createHttpServer((_req, res) => res.writeHead(503).end()));
+    const abort = new AbortController();
+    for (let i = 0; i < 5; i++) {
+      await fetchJson(good, { deadlineMs: 2000, signal: abort.signal });
+      await fetchJson(bad, { deadlineMs: 2000, signal: abort.signal }).catch(() => {});
+    }
+    // Each listener held its fetch's request and answer for the life of the process.
+    expect(getEventListeners(abort.signal, "abort")).toHaveLength(0);
   });
 });
