@@ -11,7 +11,7 @@ import { FetchError, type FetchJson, unfetchableUrl } from "../../src/identity/i
 import { RemoteKeySets } from "../../src/identity/idp/key-sets.js";
 import { RefetchGate } from "../../src/identity/idp/refetch-gate.js";
 import { RemoteJwks } from "../../src/identity/idp/remote-jwks.js";
-import type { RemoteKeysSpec } from "../../src/identity/idp/spec.js";
+import { type RemoteKeysSpec, specSource } from "../../src/identity/idp/spec.js";
 import { JwtVerifier } from "../../src/identity/jwt-verifier.js";
 
 const bounds = { floorMs: 60_000, ceilingMs: 86_400_000 };
@@ -39,6 +39,8 @@ describe("keysLifetime: the IdP's cache headers, bounded", () => {
     ["an unreadable max-age is stale, not guessed", { "cache-control": "max-age=soon" }, 60_000, "max-age"],
     ["two max-ages are stale", { "cache-control": "max-age=10000, max-age=20000" }, 60_000, "max-age"],
     ["a year: the ceiling", { "cache-control": "max-age=31536000" }, 86_400_000, "max-age"],
+    // RFC 9111 §1.2.2: past 2^31 is 2^31; it was read as unreadable, so polled at the floor.
+    ["20 digits: the ceiling", { "cache-control": "max-age=99999999999999999999" }, 86_400_000, "max-age"],
     [
       "Expires, relative to the IdP's own Date (its clock may be off)",
       { expires: "Fri, 04 Dec 2026 01:00:00 GMT", date: "Fri, 04 Dec 2026 00:30:00 GMT" },
@@ -391,5 +393,38 @@ describe("RemoteKeySets across reloads", () => {
     expect(sets.status()).toBeUndefined();
     await time.advance(86_400_000);
     expect(idp.fetches).toBe(2); // stopped: no refresh timer left behind
+  });
+
+  it("new settings for the same IdP during its outage keep serving its keys; another IdP does not", async () => {
+    const idp = new FakeIdp();
+    const time = new FakeTime();
+    const a = signingKey("a");
+    idp.keys = [a];
+    const sets = new RemoteKeySets({ fetchJson: idp.fetchJson, now: time.now, schedule: time.schedule });
+    sets.bind(verifierOf(spec));
+    await sets.firstFetch();
+    idp.down = true;
+    // What an operator changes during an IdP incident: its CA, its deadline.
+    const reloaded = verifierOf({ ...spec, ca: "-----BEGIN CERTIFICATE-----", fetchTimeoutMs: 9000 });
+    sets.bind(reloaded);
+    await sets.firstFetch();
+    expect(idp.fetches).toBe(2);
+    expect((await reloaded.verify(await sign(a, time.nowMs), time.nowMs)).ok).toBe(true);
+    expect(sets.status()?.state).toBe("fresh");
+    const elsewhere = verifierOf({ ...spec, jwksUrl: "https://other-idp.test/jwks" });
+    sets.bind(elsewhere);
+    await sets.firstFetch();
+    expect(sets.status()?.state).toBe("none");
+  });
+});
+
+describe("specSource: where the keys come from, as /readyz shows it unauthenticated", () => {
+  it("hides a URL's credentials and query", () => {
+    expect(
+      specSource({ ...spec, issuer: undefined, jwksUrl: "https://user:s3cret@idp.test/jwks?access_token=T" }),
+    ).toBe("jwks_url https://idp.test/jwks (credentials and query hidden)");
+    expect(specSource({ ...spec, issuer: undefined, jwksUrl: "https://idp.test/jwks" })).toBe(
+      "jwks_url https://idp.test/jwks",
+    );
   });
 });

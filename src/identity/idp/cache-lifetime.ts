@@ -73,10 +73,16 @@ function cacheControl(header: string | undefined): Map<string, (string | undefin
   return out;
 }
 
-/** Non-negative whole seconds in milliseconds (§1.2.2); anything else undefined. */
+/** The largest delta-seconds a cache must keep: a larger value means this (§1.2.2). */
+const MAX_DELTA_SECONDS = 2 ** 31;
+
+/**
+ * Non-negative whole seconds in milliseconds (§1.2.2), a value past 2^31 taken as 2^31 (an
+ * IdP saying "forever" gets the ceiling, not the floor); anything else undefined.
+ */
 function deltaSeconds(text: string | undefined): number | undefined {
-  if (text === undefined || !/^\d{1,10}$/.test(text.trim())) return undefined;
-  return Number(text.trim()) * 1000;
+  if (text === undefined || !/^\d+$/.test(text.trim())) return undefined;
+  return Math.min(Number(text.trim()), MAX_DELTA_SECONDS) * 1000;
 }
 
 /** An HTTP-date (IMF-fixdate and the obsolete forms Date.parse reads), else undefined. */

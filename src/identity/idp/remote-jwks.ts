@@ -51,6 +51,9 @@ const REFRESH_AT = 0.8;
 
 type GetKey = (header: JWSHeaderParameters, token: FlattenedJWSInput) => Promise<CryptoKey>;
 
+/** A fetched key set, opaque outside this module. */
+export type HeldKeys = Held;
+
 interface Held {
   getKey: GetKey;
   fetchedAtMs: number;
@@ -72,7 +75,10 @@ export class RemoteJwks {
   constructor(
     private readonly spec: RemoteKeysSpec,
     private readonly deps: RemoteJwksDeps,
+    /** Keys a set for the same IdP already held (key-sets.ts), used until this one fetches. */
+    inherited?: HeldKeys,
   ) {
+    this.held = inherited;
     this.gate = new RefetchGate(spec.refetchIntervalMs);
     if (spec.jwksUrl !== undefined) this.jwksUrl = new URL(spec.jwksUrl);
   }
@@ -107,6 +113,11 @@ export class RemoteJwks {
     if (this.held === undefined) throw new KeysUnavailableError();
     return this.held.getKey(header, token);
   };
+
+  /** The keys held, for a set that replaces this one (undefined before any fetch). */
+  heldKeys(): HeldKeys | undefined {
+    return this.held;
+  }
 
   status(): KeysStatus {
     const source = specSource(this.spec);

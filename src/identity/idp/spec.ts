@@ -28,7 +28,30 @@ export function specKey(spec: RemoteKeysSpec): string {
   ]);
 }
 
-/** Where the keys come from, for logs and /readyz: the issuer, else the JWKS URL. */
+/**
+ * Where the keys come from, for logs and the unauthenticated /readyz: the issuer, else the JWKS
+ * URL, without what may be a credential (a user:password, a query such as ?access_token=).
+ */
 export function specSource(spec: RemoteKeysSpec): string {
-  return spec.issuer !== undefined ? `issuer ${spec.issuer}` : `jwks_url ${spec.jwksUrl}`;
+  return spec.issuer !== undefined
+    ? `issuer ${shownUrl(spec.issuer)}`
+    : `jwks_url ${shownUrl(spec.jwksUrl!)}`;
+}
+
+function shownUrl(text: string): string {
+  try {
+    const url = new URL(text);
+    const hidden = url.username !== "" || url.password !== "" || url.search !== "";
+    url.username = "";
+    url.password = "";
+    url.search = "";
+    return hidden ? `${url.href} (credentials and query hidden)` : text;
+  } catch {
+    return "(an unreadable URL)";
+  }
+}
+
+/** The same IdP endpoint: keys fetched from it stay good while other settings change. */
+export function sameSource(a: RemoteKeysSpec, b: RemoteKeysSpec): boolean {
+  return a.issuer === b.issuer && a.jwksUrl === b.jwksUrl;
 }
