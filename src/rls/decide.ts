@@ -82,6 +82,10 @@ export function planRequest(
     matched.push(m ? { ...m, entries } : undefined);
   }
   const plan: RlsPlan = { slots: [], rules: [], checks: [] };
+  // A key named twice in one call is one check charged both costs: the script reads each key's
+  // state once, so two checks of one key were charged as one (six copies of a descriptor, or
+  // two values sharing a share_threshold key, cost a single hit; found by an outside test).
+  const checkOfKey = new Map<string, number>();
   const base = hitsOf(request.hits_addend);
   for (let i = 0; i < descriptors.length; i++) {
     const m = matched[i];
@@ -100,6 +104,17 @@ export function planRequest(
     // Past the limit every cost is refused alike: capped so a uint64 never reaches the script.
     const cost = Math.min(hits, m.rule.requestsPerUnit + 1);
     const key = stateKey(prefix, domain, m.entries, m.values, m.rule.unit);
+    const same = checkOfKey.get(key);
+    if (same !== undefined) {
+      // Both descriptors get the one outcome; the limit is the first's (the same key and unit
+      // under another override's limit is the caller's contradiction, decided by the first).
+      const first = plan.checks[same]!;
+      const sum = Math.min(first.cost + cost, plan.rules[same]!.requestsPerUnit + 1);
+      plan.checks[same] = sum === 0 ? first : { key, spec: first.spec, cost: sum };
+      plan.slots.push(same);
+      continue;
+    }
+    checkOfKey.set(key, plan.checks.length);
     plan.slots.push(plan.checks.length);
     plan.rules.push(m.rule);
     plan.checks.push(

@@ -62,6 +62,28 @@ describe("rls in-process on a real Redis", () => {
     expect(metrics).toMatch(/tollgate_rls_decisions_total\{code="ok",decided_by="store"\} \d+/);
   });
 
+  it("a descriptor named twice in one call is charged twice: once each, as envoyproxy/ratelimit charges", async () => {
+    await awayFromWindowEdge(60, 3);
+    // key3: 10 per hour. 3 + 3 of 10, then 4 are left (the script read the key once per call and
+    // charged 3 for both).
+    const twice = [
+      { entries: [{ key: "key3", value: "twice" }] },
+      { entries: [{ key: "key3", value: "twice" }] },
+    ];
+    const first = await client.ask("another", twice, 3);
+    expect(first.statuses.map((st) => [st.code, st.limit_remaining])).toEqual([
+      ["OK", 4],
+      ["OK", 4],
+    ]);
+    // Six copies of 1 against the 4 left: more than fits, so all of it is refused, none taken.
+    const six = Array.from({ length: 6 }, () => ({ entries: [{ key: "key3", value: "twice" }] }));
+    expect((await client.ask("another", six, 1)).overall_code).toBe("OVER_LIMIT");
+    expect((await client.ask("another", twice.slice(0, 1), 4)).statuses[0]).toMatchObject({
+      code: "OK",
+      limit_remaining: 0,
+    });
+  });
+
   it("a descriptor over its limit is then refused by the deny cache, without a store call", async () => {
     await awayFromWindowEdge(60, 3);
     const ask = () => client.ask("basic", [{ entries: [{ key: "one_per_minute", value: "dc" }] }]);
