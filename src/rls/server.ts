@@ -34,6 +34,21 @@ const MAX_REQUEST_BYTES = 64 * 1024;
 /** A connection without a call for this long is closed; Envoy's carry calls every moment. */
 const IDLE_CONNECTION_MS = 5 * 60_000;
 
+/**
+ * Calls one connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS): Envoy
+ * opens another connection when it needs more. Without it a client that opened streams and
+ * never finished them held 200,000 on 20 connections (1.4 GB), and real calls timed out.
+ */
+const MAX_STREAMS_PER_CONNECTION = 100;
+
+/**
+ * Every connection is closed (GOAWAY, then cut after the grace) at this age: a call whose
+ * request never completes is never seen by the handler, and max_connection_idle does not
+ * apply while one is open, so without an age it held its connection forever.
+ */
+const MAX_CONNECTION_AGE_MS = 5 * 60_000;
+const CONNECTION_AGE_GRACE_MS = 10_000;
+
 /** How long a stop waits for calls in flight before cutting them. */
 const STOP_GRACE_MS = 2000;
 
@@ -151,6 +166,9 @@ export async function startRlsServer(address: string, options: RlsServerOptions)
     // A connection with no call for this long is closed (GOAWAY): one opened and left idle
     // holds a socket forever otherwise. Envoy reconnects on its next call.
     "grpc.max_connection_idle_ms": IDLE_CONNECTION_MS,
+    "grpc.max_concurrent_streams": MAX_STREAMS_PER_CONNECTION,
+    "grpc.max_connection_age_ms": MAX_CONNECTION_AGE_MS,
+    "grpc.max_connection_age_grace_ms": CONNECTION_AGE_GRACE_MS,
   });
   server.addService(rateLimitService(), {
     ShouldRateLimit: (

@@ -2,7 +2,9 @@
 // sequence (test/support/rls-cases.ts) through grpc-js; the rls files reloaded with the config
 // (a bad one refused with its position, the previous one serving); the deny cache answering a
 // descriptor over its limit; hostile input answered, never crashing the listener.
+import { once } from "node:events";
 import { writeFileSync } from "node:fs";
+import { connect } from "node:http2";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Gateway } from "../../src/gateway/gateway.js";
@@ -151,6 +153,33 @@ describe("rls in-process on a real Redis", () => {
     expect((await client.ask("another", [{ entries: [{ key: "key3", value: "after" }] }])).overall_code).toBe(
       "OK",
     );
+  });
+
+  it("streams opened and never finished: the server allows 100 per connection, and keeps serving", async () => {
+    const session = connect(`http://127.0.0.1:${g.gateway.rlsPort}`);
+    session.on("error", () => {});
+    await once(session, "remoteSettings");
+    // SETTINGS_MAX_CONCURRENT_STREAMS, enforced by the server's HTTP/2 layer (a client past it
+    // gets its stream refused); without it one client held 200,000 on 20 connections.
+    expect(session.remoteSettings.maxConcurrentStreams).toBe(100);
+    const path = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
+    const held = Array.from({ length: 100 }, () => {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": path,
+        "content-type": "application/grpc",
+      });
+      stream.on("error", () => {});
+      // A gRPC message prefix announcing 60,000 bytes that never come.
+      stream.write(Buffer.from([0, 0, 0, 0xea, 0x60]));
+      return stream;
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(
+      (await client.ask("another", [{ entries: [{ key: "key3", value: "after2" }] }])).overall_code,
+    ).toBe("OK");
+    for (const stream of held) stream.close();
+    session.destroy();
   });
 });
 
