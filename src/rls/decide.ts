@@ -164,6 +164,7 @@ function overrideRule(
 }
 
 const STRUCTURAL = /[{}:%=#\s]/g;
+const NOT_PRINTABLE = /[^\x20-\x7e]/;
 const ID_MAX = 48;
 
 /**
@@ -172,6 +173,9 @@ const ID_MAX = 48;
  * long one hashed, so a 10 KB value makes a key of bounded length.
  */
 function part(s: string): string {
+  // Control bytes and non-ASCII are hashed, as the HTTP path's keyed values are: a key holds
+  // printable ASCII only (redis-cli, KEYS patterns and logs show it as it is).
+  if (NOT_PRINTABLE.test(s)) return hashed(s);
   const escaped = s.replace(STRUCTURAL, (c) => `%${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
   return escaped.length <= ID_MAX ? escaped : hashed(s);
 }

@@ -18,7 +18,7 @@ const keyOf = (domain: string, pairs: [string, string][]) =>
 describe("rls state keys", () => {
   it("are one-to-one over domains, keys and values", () => {
     const text = fc.string({
-      unit: fc.constantFrom("a", "=", ":", "{", "}", "#", "%", " ", "b"),
+      unit: fc.constantFrom("a", "=", ":", "{", "}", "#", "%", " ", "b", "é", "\u0000", "\u0301"),
       maxLength: 6,
     });
     const descriptor = fc.tuple(text, fc.array(fc.tuple(text, text), { minLength: 1, maxLength: 3 }));
@@ -29,6 +29,15 @@ describe("rls state keys", () => {
       }),
       { numRuns: 2000 },
     );
+  });
+
+  it("hold printable ASCII only: control bytes and non-ASCII values are hashed", () => {
+    const key = keyOf("edge", [
+      ["user", "a\u0000b"],
+      ["name", "Zoë"],
+    ]);
+    expect(key).toMatch(/^[\x20-\x7e]+$/);
+    expect(key).toMatch(/^t:\{rls:edge\}:user=#[\w-]{22}:name=#[\w-]{22}:minute$/);
   });
 
   it("keep a domain's counters under one hash tag, the unit last", () => {
