@@ -56,13 +56,18 @@ export function withKeys(r: Readiness, status: KeysStatus | undefined): Readines
     const why = `the JWT keys (${status.source}) were never fetched: ${failed ?? "the first fetch is under way"}`;
     return { ready: false, reason: r.reason === undefined ? why : `${r.reason}; ${why}` };
   }
-  if (failed === undefined && status.state === "fresh") return r;
+  const duplicates = status.duplicateKids?.length
+    ? `the JWKS holds several keys under kid ${status.duplicateKids.map((k) => JSON.stringify(k)).join(", ")}: tokens with that kid are refused`
+    : undefined;
+  if (failed === undefined && status.state === "fresh")
+    return duplicates === undefined ? r : { ...r, warning: duplicates };
   const fetched = new Date(status.fetchedAtMs ?? 0).toISOString();
   const expired =
     status.state === "stale"
       ? `, past their expiry at ${new Date(status.expiresAtMs ?? 0).toISOString()}`
       : "";
-  const warning = `the JWT keys (${status.source}) fetched at ${fetched} keep serving${expired}: the last fetch failed: ${failed ?? "unknown"}`;
+  const kept = `the JWT keys (${status.source}) fetched at ${fetched} keep serving${expired}: the last fetch failed: ${failed ?? "unknown"}`;
+  const warning = duplicates === undefined ? kept : `${kept}; ${duplicates}`;
   return { ...r, warning };
 }
 

@@ -418,6 +418,26 @@ describe("RemoteKeySets across reloads", () => {
   });
 });
 
+describe("a JWKS giving one kid to two keys", () => {
+  it("is held, and /readyz warns that tokens with that kid are refused", async () => {
+    const idp = new FakeIdp();
+    const time = new FakeTime();
+    idp.keys = [signingKey("k1"), signingKey("k1"), signingKey("k2")];
+    const sets = new RemoteKeySets({ fetchJson: idp.fetchJson, now: time.now, schedule: time.schedule });
+    const verifier = new JwtVerifier(
+      { remote: spec },
+      { issuer: ISSUER, audience: "api", clockToleranceMs: 5000, claims: { client: "sub", plan: "plan" } },
+    );
+    sets.bind(verifier);
+    await sets.firstFetch();
+    expect(sets.status()).toMatchObject({ state: "fresh", keyCount: 3, duplicateKids: ["k1"] });
+    expect(withKeys({ ready: true }, sets.status()).warning).toBe(
+      'the JWKS holds several keys under kid "k1": tokens with that kid are refused',
+    );
+    sets.stop();
+  });
+});
+
 describe("specSource: where the keys come from, as /readyz shows it unauthenticated", () => {
   it("hides a URL's credentials and query", () => {
     expect(

@@ -35,6 +35,8 @@ export interface KeysStatus {
   keyCount?: number;
   /** The last fetch's failure, cleared by the next success. */
   lastError?: { message: string; atMs: number };
+  /** Kids the held JWKS gives to more than one key (jose refuses tokens naming them); at most 3. */
+  duplicateKids?: string[];
 }
 
 export interface RemoteJwksDeps {
@@ -59,6 +61,7 @@ interface Held {
   fetchedAtMs: number;
   expiresAtMs: number;
   keyCount: number;
+  duplicateKids: string[];
 }
 
 export class RemoteJwks {
@@ -131,6 +134,7 @@ export class RemoteJwks {
       expiresAtMs: held.expiresAtMs,
       keyCount: held.keyCount,
       ...(lastError ? { lastError } : {}),
+      ...(held.duplicateKids.length > 0 ? { duplicateKids: held.duplicateKids } : {}),
     };
   }
 
@@ -187,6 +191,7 @@ export class RemoteJwks {
       fetchedAtMs: receivedMs,
       expiresAtMs: receivedMs + lifetimeMs,
       keyCount: jwks.keys.length,
+      duplicateKids: duplicateKids(jwks),
     };
   }
 
@@ -231,4 +236,16 @@ function checkedJwks(json: unknown): JSONWebKeySet {
   )
     throw new FetchError("invalid", "the JWKS holds an entry that is not a key (each needs a kty)");
   return { keys } as JSONWebKeySet;
+}
+
+/** Kids given to more than one key (an IdP's mistake that makes jose refuse their tokens). */
+function duplicateKids(jwks: JSONWebKeySet): string[] {
+  const seen = new Set<string>();
+  const twice = new Set<string>();
+  for (const key of jwks.keys) {
+    if (typeof key.kid !== "string" || key.use === "enc") continue;
+    if (seen.has(key.kid)) twice.add(key.kid.slice(0, 64));
+    seen.add(key.kid);
+  }
+  return [...twice].slice(0, 3);
 }
