@@ -37,10 +37,14 @@ beforeAll(async () => {
   );
   replicaClient = new Redis({ port: replicaPort, host: "127.0.0.1", maxRetriesPerRequest: 1 });
   replicaClient.on("error", () => {});
-  // After a diskless sync the master counts the replica (WAIT included) only from its first
-  // acknowledgement, up to a second after its link is up.
-  for (let tries = 0; Number(await master.client.wait(1, 200)) < 1; tries++)
+  // After a diskless sync the master streams writes to the replica only from its first
+  // acknowledgement, up to a second after its link is up: a write must be acknowledged before
+  // the tests' 100 ms waits mean anything. (A WAIT with no write before it returns at once.)
+  for (let tries = 0; ; tries++) {
+    await master.client.set("replica-wait:probe", String(tries));
+    if (Number(await master.client.wait(1, 200)) >= 1) break;
     if (tries === 25) throw new Error("the replica never acknowledged the master");
+  }
 }, 30_000);
 afterAll(async () => {
   await Promise.all(stores.map((s) => s.close()));
