@@ -6,6 +6,7 @@ import type { LimitConfig } from "../config/schema.js";
 import { formatDuration, formatRate } from "../config/units.js";
 import type { HeaderRules } from "../http/header-rules.js";
 import { storeAddress } from "../observability/store-errors.js";
+import { shownEndpoint } from "../observability/tracing.js";
 
 export { formatRate } from "../config/units.js";
 
@@ -75,18 +76,15 @@ function describeRules(
 }
 
 /**
- * Where traces go: the endpoint without a user or password in it, the exporter's header names
+ * Where traces go: the endpoint without a user, password or query in it, the exporter's header names
  * with every value `set` (an authorization header is a secret).
  */
 function describeTelemetry(telemetry: Runtime["config"]["telemetry"]) {
   const traces = telemetry?.traces;
   if (!traces) return { traces: null };
-  const endpoint = new URL(traces.endpoint);
-  endpoint.username = "";
-  endpoint.password = "";
   return {
     traces: {
-      endpoint: endpoint.toString(),
+      endpoint: shownEndpoint(traces.endpoint),
       sample: traces.sample,
       service_name: traces.service_name,
       caller_ids: traces.caller_ids,

@@ -33,10 +33,19 @@ import {
 import type { Logger } from "pino";
 import type { LimitDecision } from "../limits/decision.js";
 import type { TraceSettings } from "../model/telemetry.js";
-import type { ArrivingRequest, EndedRequest, RequestTrace, Tracing, UpstreamAttempt } from "./tracing.js";
+import {
+  type ArrivingRequest,
+  type EndedRequest,
+  type RequestTrace,
+  shownEndpoint,
+  type Tracing,
+  type UpstreamAttempt,
+} from "./tracing.js";
 
 /** Spans waiting for export at most; past it new ones are dropped (the SDK counts them). */
 const MAX_QUEUED_SPANS = 8192;
+/** Characters kept of an attribute value (a path, a host): the rest is cut by the SDK. */
+const MAX_ATTRIBUTE_LENGTH = 512;
 /** A failed export is logged at most this often, with the count of those not logged. */
 const EXPORT_WARNING_INTERVAL_MS = 30_000;
 
@@ -57,12 +66,15 @@ export class OtelTracing implements Tracing {
         timeoutMillis: settings.exportTimeoutMs,
       }),
       logger,
-      withoutCredentials(settings.endpoint),
+      shownEndpoint(settings.endpoint),
     );
     this.provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ "service.name": settings.serviceName }),
       // A trusted caller's sampled flag decides for its trace; a new trace is kept by ratio.
       sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(settings.sample) }),
+      // A client's 15 KB path was two 15 KB attributes a span (url.path, url.full): exported
+      // as sent, and 8,192 queued spans of them held 400 MB more while a collector hung.
+      spanLimits: { attributeValueLengthLimit: MAX_ATTRIBUTE_LENGTH },
       spanProcessors: [
         new BatchSpanProcessor(exporter, {
           maxQueueSize: MAX_QUEUED_SPANS,
@@ -321,17 +333,13 @@ function carrier(ctx: Context): { traceparent: string; tracestate: string | unde
 }
 
 /** The endpoint as logs may show it: a user and password in the URL are secrets. */
-function withoutCredentials(endpoint: string): string {
-  const url = new URL(endpoint);
-  url.username = "";
-  url.password = "";
-  return url.toString();
-}
 
 /** `host[:port]` or `[v6]:port` as OTel's server.address and server.port. */
 function splitHost(host: string | undefined): { address: string; port: number | undefined } | null {
   if (!host) return null;
-  const m = /^(\[[^\]]+\]|[^:]+)(?::(\d{1,5}))?$/.exec(host);
+  // A name or an address, nothing else: the Host header is the client's, and a span must not
+  // carry what it chose to write there (user@, spaces), even on a request refused for it.
+  const m = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253})(?::(\d{1,5}))?$/.exec(host);
   if (!m) return null;
   return { address: m[1]!, port: m[2] === undefined ? undefined : Number(m[2]) };
 }

@@ -73,3 +73,16 @@ export async function startTracing(settings: TraceSettings, logger: Logger): Pro
   const { OtelTracing } = await import("./otel-tracing.js");
   return new OtelTracing(settings, logger);
 }
+
+/**
+ * The exporter's endpoint as logs and /admin/config show it: no user, password or query (a
+ * vendor's ingest key is often one of them).
+ */
+export function shownEndpoint(endpoint: string): string {
+  const url = new URL(endpoint);
+  const hidden = url.search !== "";
+  url.username = "";
+  url.password = "";
+  url.search = "";
+  return hidden ? `${url.toString()}?…` : url.toString();
+}

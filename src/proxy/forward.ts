@@ -13,7 +13,7 @@ import type { Admitted, ProxyEnv } from "./context.js";
 import { hasBody, upstreamRequestHeaders } from "./headers.js";
 import { responseHandler } from "./response-handlers.js";
 import { streamUpstream } from "./stream.js";
-import { withTraceContext } from "./trace.js";
+import { withoutForeignTraceContext, withTraceContext } from "./trace.js";
 import { tunnel } from "./tunnel.js";
 import type { UpstreamPools } from "./upstreams.js";
 
@@ -40,7 +40,7 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
     ai.request = null;
     ctx.releaseBody?.();
   }
-  const headers = upstreamRequestHeaders(req.rawHeaders, req.headers, {
+  const built = upstreamRequestHeaders(req.rawHeaders, req.headers, {
     upstreamHost: upstream.host,
     peer: ctx.peer.text,
     scheme: ctx.scheme,
@@ -58,6 +58,7 @@ export function forward(env: ForwardEnv, ctx: Admitted, decision: AllowedDecisio
       plan: caller.plan?.name,
     },
   });
+  const headers = ctx.trace && !ctx.peerTrusted ? withoutForeignTraceContext(built) : built;
   // The normalised path the route was matched on, rewritten for the upstream (strip_prefix,
   // rewrite) under the upstream URL's own path; the limits keyed on the client's path already ran.
   const path =

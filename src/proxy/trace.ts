@@ -65,3 +65,41 @@ export function withTraceContext(
   if (carried.tracestate) out.push("tracestate", carried.tracestate);
   return out;
 }
+
+/** Trace context in other formats than W3C's: headers by name, and families by prefix. */
+const FOREIGN_CONTEXT = new Set([
+  "baggage",
+  "b3",
+  "x-b3-traceid",
+  "x-b3-spanid",
+  "x-b3-parentspanid",
+  "x-b3-sampled",
+  "x-b3-flags",
+  "uber-trace-id",
+  "x-amzn-trace-id",
+  "sentry-trace",
+  "x-cloud-trace-context",
+  "grpc-trace-bin",
+  "x-datadog-trace-id",
+  "x-datadog-parent-id",
+  "x-datadog-sampling-priority",
+  "x-datadog-origin",
+]);
+const FOREIGN_PREFIXES = ["uberctx-", "ot-baggage-", "ot-tracer-"];
+
+/**
+ * An untrusted client's upstream headers without trace context in any other format: the
+ * gateway replaces its `traceparent`, and an upstream reading B3, Jaeger, X-Ray, Sentry or
+ * Datadog headers, or OpenTelemetry's `baggage` (propagated by its SDKs by default), would
+ * otherwise take from the client the trace id, the sampled flag or entries of its context.
+ * Only with tracing on: off, the gateway passes every header as before.
+ */
+export function withoutForeignTraceContext(headers: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < headers.length; i += 2) {
+    const lower = headers[i]!.toLowerCase();
+    if (FOREIGN_CONTEXT.has(lower) || FOREIGN_PREFIXES.some((p) => lower.startsWith(p))) continue;
+    out.push(headers[i]!, headers[i + 1]!);
+  }
+  return out;
+}

@@ -87,8 +87,11 @@ describe("telemetry.traces on", () => {
   let spans: CollectedSpan[];
   let logs: Record<string, unknown>[];
   let imports: string;
-  const replies: { allowed?: string; denied?: string; untrusted?: string; odd?: string } = {};
+  const replies: { allowed?: string; denied?: string; untrusted?: string; odd?: string; badHost?: string } =
+    {};
   let upstreamTraceparents: string[];
+  let trustedUpstreamHeaders: Record<string, unknown>;
+  let untrustedUpstreamHeaders: Record<string, unknown>;
 
   beforeAll(async () => {
     const log = importLog();
@@ -103,19 +106,43 @@ describe("telemetry.traces on", () => {
     );
     const asAlpha = {
       path: "/orders?token=do-not-record",
-      headers: { "x-api-key": "key-alpha-secret", traceparent: traceparent(TRACE_ID, CALLER_SPAN) },
+      headers: {
+        "x-api-key": "key-alpha-secret",
+        traceparent: traceparent(TRACE_ID, CALLER_SPAN),
+        baggage: "tenant=alpha",
+      },
       localAddress: TRUSTED,
     };
     const allowed = await send(gw.url, asAlpha);
     expect(allowed.status).toBe(200);
+    trustedUpstreamHeaders = upstream.received.at(-1)!.headers;
     const denied = await send(gw.url, asAlpha);
     expect(denied.status).toBe(429);
     // From 127.0.0.1, not a trusted proxy: its traceparent must not be continued.
     const untrusted = await send(gw.url, {
-      path: "/orders",
-      headers: { "x-api-key": "key-beta-secret", traceparent: traceparent(TRACE_ID, CALLER_SPAN) },
+      // A path past the attribute limit (512 characters kept).
+      path: `/orders/${"p".repeat(2000)}`,
+      headers: {
+        "x-api-key": "key-beta-secret",
+        traceparent: traceparent(TRACE_ID, CALLER_SPAN),
+        // Trace context in other formats, which an upstream may read instead.
+        baggage: "isAdmin=true",
+        b3: `${TRACE_ID}-${CALLER_SPAN}-1`,
+        "x-b3-sampled": "1",
+        "uber-trace-id": `${TRACE_ID}:${CALLER_SPAN}:0:1`,
+        "x-amzn-trace-id": "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1",
+        "uberctx-user": "alice",
+      },
     });
     expect(untrusted.status).toBe(200);
+    untrustedUpstreamHeaders = upstream.received.at(-1)!.headers;
+    // A Host the gateway refuses: its span says nothing of what the client wrote there.
+    const badHost = await send(gw.url, {
+      path: "/orders",
+      headers: { host: "user-alice@corp.example:7777" },
+    });
+    expect(badHost.status).toBe(400);
+    replies.badHost = String(badHost.headers["x-request-id"]);
     replies.allowed = String(allowed.headers["x-request-id"]);
     replies.denied = String(denied.headers["x-request-id"]);
     replies.untrusted = String(untrusted.headers["x-request-id"]);
@@ -241,6 +268,21 @@ describe("telemetry.traces on", () => {
       (c) => c.kind === SPAN_KIND.client && c.attributes["server.port"] === upstream.port,
     )!;
     expect(upstreamTraceparents.at(-1)).toBe(`00-${span.traceId}-${attempt.spanId}-01`);
+  });
+
+  it("an untrusted caller's trace context in other formats never reaches the upstream; a trusted one's does", () => {
+    for (const name of ["baggage", "b3", "x-b3-sampled", "uber-trace-id", "x-amzn-trace-id", "uberctx-user"])
+      expect(untrustedUpstreamHeaders[name], name).toBeUndefined();
+    expect(trustedUpstreamHeaders.baggage).toBe("tenant=alpha");
+  });
+
+  it("a value past 512 characters is cut, and a refused Host is not recorded", () => {
+    const span = serverSpan(replies.untrusted);
+    expect(String(span.attributes["url.path"])).toHaveLength(512);
+    const refused = serverSpan(replies.badHost);
+    expect(refused.attributes["http.response.status_code"]).toBe(400);
+    expect(refused.attributes["server.address"]).toBeUndefined();
+    expect(refused.attributes["server.port"]).toBeUndefined();
   });
 
   it("a method the HTTP conventions do not know is _OTHER, and names no span", () => {
