@@ -13,20 +13,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
 import { type CollectedSpan, type Collector, SPAN_KIND, startCollector } from "../support/otlp-collector.js";
+import { deadPort } from "../support/ports.js";
 import { type RedisProcess, startRedis } from "../support/redis.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
 const IMPORT_LOG_HOOK = new URL("../support/import-log.mjs", import.meta.url).pathname;
 const TRUSTED = "127.0.0.2";
-
-/** A port nothing listens on: connections to it are refused. */
-async function refusedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 const config = (redisUrl: string, upstreamUrl: string, deadUrl: string, telemetry: string) => `
 listen: 127.0.0.1:0
@@ -63,7 +55,7 @@ let deadUrl: string;
 
 beforeAll(async () => {
   [redis, upstream, collector] = await Promise.all([startRedis(), startUpstream(), startCollector()]);
-  deadUrl = `http://127.0.0.1:${await refusedPort()}`;
+  deadUrl = `http://127.0.0.1:${await deadPort()}`;
 }, 30_000);
 afterAll(async () => {
   await upstream?.close();
@@ -213,11 +205,11 @@ describe("telemetry.traces on", () => {
       .filter((c) => c.kind === SPAN_KIND.client)
       .sort((a, b) => Number(a.startNs - b.startNs));
     expect(attempts).toHaveLength(2);
-    const deadPort = Number(new URL(deadUrl).port);
+    const refusedPort = Number(new URL(deadUrl).port);
     expect(attempts[0]!.attributes).toMatchObject({
       "http.request.method": "GET",
       "server.address": "127.0.0.1",
-      "server.port": deadPort,
+      "server.port": refusedPort,
       "url.full": `${deadUrl}/orders`,
       "error.type": "refused",
     });

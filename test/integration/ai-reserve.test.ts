@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeProvider, startFakeProvider } from "../support/ai-provider.js";
 import { type InProcessGateway, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
-import { freePort } from "../support/ports.js";
+import { deadPort } from "../support/ports.js";
 import { type RedisProcess, startRedis } from "../support/redis.js";
 
 const ADMIN = "ai-reserve-admin";
@@ -66,7 +66,7 @@ let b: InProcessGateway;
 beforeAll(async () => {
   redis = await startRedis();
   provider = await startFakeProvider();
-  const dead = await freePort();
+  const dead = await deadPort();
   a = await startGateway(config(redis.url, provider.url, dead));
   b = await startGateway(config(redis.url, provider.url, dead));
 });

@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { connect, waitUntilReady } from "../../src/limits/stores/redis/connection.js";
 import { RedisKeyStore } from "../../src/operator-state/api-keys.js";
 import { RedisChangeFeed } from "../../src/operator-state/changes.js";
-import { freePort } from "../support/ports.js";
+import { deadPort } from "../support/ports.js";
 import { type RedisProcess, startRedis } from "../support/redis.js";
 
 let redis: RedisProcess;
@@ -45,13 +45,13 @@ async function client(timeoutMs = 1000) {
 /** An instance whose pub/sub never works (its subscriber points at a closed port). */
 async function deafInstance(prefix: string) {
   const c = await client();
-  const deadPort = await freePort();
+  const closedPort = await deadPort();
   const errors: Error[] = [];
   const feed = new RedisChangeFeed({
     client: c,
     prefix,
     every: () => ({ cancel: () => {} }),
-    subscriberOptions: { port: deadPort, retryStrategy: () => null },
+    subscriberOptions: { port: closedPort, retryStrategy: () => null },
     onError: (e) => errors.push(e),
   });
   let resets = 0;

@@ -8,7 +8,7 @@ import type { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type InProcessGateway, startGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
-import { freePort } from "../support/ports.js";
+import { deadPort } from "../support/ports.js";
 import { startUpstream, type TestUpstream } from "../support/upstream.js";
 
 let live: TestUpstream;
@@ -59,9 +59,9 @@ beforeAll(async () => {
     res.writeHead(bad ? 503 : 200, { "content-type": "text/plain" });
     res.end(bad ? "sick" : req.url);
   };
-  deadA = await freePort();
-  deadB = await freePort();
-  deadC = await freePort();
+  deadA = await deadPort();
+  deadB = await deadPort();
+  deadC = await deadPort();
   gw = await startGateway(config());
 });
 afterAll(async () => {
