@@ -6,7 +6,6 @@
 //
 // One gateway process (built dist/), the IdP in this process; loopback only.
 //   REQUESTS (10000)  CONNECTIONS (32)  INTERVAL (2s: refetch_interval)
-import { execFileSync } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { Agent, request } from "node:http";
@@ -14,36 +13,15 @@ import { createServer } from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { exportJWK, SignJWT } from "jose";
-import { freePort, killAll, root, start, startUpstream } from "./support.mjs";
+import { freePort, killAll, root, selfSignedCert, start, startUpstream } from "./support.mjs";
 
 const REQUESTS = Number(process.env.REQUESTS ?? 10_000);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 32);
 const INTERVAL = process.env.INTERVAL ?? "2s";
 
 const dir = mkdtempSync(join(tmpdir(), "tollgate-bench-jwks-"));
-execFileSync(
-  "openssl",
-  [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-nodes",
-    "-keyout",
-    join(dir, "idp.key"),
-    "-out",
-    join(dir, "idp.crt"),
-    "-days",
-    "1",
-    "-subj",
-    "/CN=idp",
-    "-addext",
-    "subjectAltName=IP:127.0.0.1",
-  ],
-  { stdio: "ignore" },
-);
+// Its own CA: the certificate is self-signed, and the gateway trusts it through ca_file.
+const tls = selfSignedCert(dir);
 
 async function key(kid) {
   const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" });
@@ -52,18 +30,15 @@ async function key(kid) {
 
 let keys = [await key("k1")];
 let jwksFetches = 0;
-const idp = createServer(
-  { cert: readFileSync(join(dir, "idp.crt")), key: readFileSync(join(dir, "idp.key")) },
-  (req, res) => {
-    if (req.url === "/.well-known/openid-configuration") {
-      res.writeHead(200, { "content-type": "application/json" });
-      return res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks` }));
-    }
-    jwksFetches++;
-    res.writeHead(200, { "content-type": "application/json", "cache-control": "max-age=3600" });
-    res.end(JSON.stringify({ keys: keys.map((k) => k.jwk) }));
-  },
-);
+const idp = createServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key) }, (req, res) => {
+  if (req.url === "/.well-known/openid-configuration") {
+    res.writeHead(200, { "content-type": "application/json" });
+    return res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/jwks` }));
+  }
+  jwksFetches++;
+  res.writeHead(200, { "content-type": "application/json", "cache-control": "max-age=3600" });
+  res.end(JSON.stringify({ keys: keys.map((k) => k.jwk) }));
+});
 await new Promise((r) => idp.listen(0, "127.0.0.1", r));
 const issuer = `https://127.0.0.1:${idp.address().port}`;
 
@@ -100,7 +75,7 @@ store: { url: "memory://" }
 upstreams: { api: ${upstream} }
 identity:
   auth_failures: false
-  jwt: { issuer: "${issuer}", audience: api, default_plan: free, ca_file: idp.crt, refetch_interval: ${INTERVAL} }
+  jwt: { issuer: "${issuer}", audience: api, default_plan: free, ca_file: ${tls.cert}, refetch_interval: ${INTERVAL} }
 plans:
   free: { global: { rate: 100000/s, burst: 100000 } }
 routes:

@@ -202,7 +202,7 @@ export function median(values) {
   return s[Math.floor(s.length / 2)];
 }
 
-/** A self-signed P-256 certificate for localhost in `dir` (tls.crt, tls.key), valid one day. */
+/** A self-signed P-256 certificate for localhost and 127.0.0.1 in `dir` (tls.crt, tls.key), valid one day. */
 export function selfSignedCert(dir) {
   const cert = join(dir, "tls.crt");
   const key = join(dir, "tls.key");
@@ -224,6 +224,8 @@ export function selfSignedCert(dir) {
       "1",
       "-subj",
       "/CN=localhost",
+      "-addext",
+      "subjectAltName=DNS:localhost,IP:127.0.0.1",
     ],
     { stdio: "ignore" },
   );

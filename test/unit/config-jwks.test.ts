@@ -1,12 +1,12 @@
 // identity.jwt's identity-provider keys (issuer alone: OIDC discovery; jwks_url), as --check
 // sees them: offline, one case per failure mode with the exact position and message.
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfigText } from "../../src/config/load.js";
 import { formatProblem } from "../../src/config/problems.js";
+import { makeCertificate } from "../support/certs.js";
 
 const BASE = `store: { url: "memory://" }
 upstreams: { api: "http://127.0.0.1:3000" }
@@ -20,27 +20,7 @@ identity:
 
 const dir = mkdtempSync(join(tmpdir(), "tollgate-jwks-config-"));
 const file = join(dir, "gw.yaml");
-execFileSync(
-  "openssl",
-  [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:P-256",
-    "-nodes",
-    "-keyout",
-    join(dir, "ca.key"),
-    "-out",
-    join(dir, "ca.pem"),
-    "-days",
-    "1",
-    "-subj",
-    "/CN=ca",
-  ],
-  { stdio: "ignore" },
-);
+writeFileSync(join(dir, "ca.pem"), makeCertificate("ca", dir).cert);
 writeFileSync(join(dir, "bad.pem"), "not a certificate\n");
 
 const load = (jwt: string) => loadConfigText(BASE + jwt, file, {});
