@@ -258,7 +258,10 @@ export class Gateway {
     const role = options.role ?? "all";
     // Only a process that serves requests traces them; OpenTelemetry is loaded only then.
     const traces = loaded.config.telemetry?.traces;
-    if (traces && role !== "primary") gateway.tracing = await startTracing(traceSettings(traces), logger);
+    if (traces && role !== "primary")
+      gateway.tracing = await startTracing(traceSettings(traces), logger, (outcome, spans) =>
+        gateway.metrics.traceSpans.labels(outcome).inc(spans),
+      );
     await waitForStore(gateway.store, runtime, logger);
     // The IdP's keys before the first request when it answers within fetch_timeout; when it
     // does not, the gateway starts all the same, not ready, refusing JWTs until they arrive.

@@ -70,6 +70,8 @@ export class Metrics {
   readonly runtimeChanges: Counter<"via">;
   /** Fetches of the identity provider's keys (identity.jwt issuer or jwks_url), by outcome. */
   readonly jwksFetches: Counter<"outcome">;
+  /** Spans handed to the OTLP exporter (telemetry.traces), by outcome: exported, failed. */
+  readonly traceSpans: Counter<"outcome">;
   /** Seconds since the JWT keys in use were fetched; -1 while none is held. */
   private readonly jwksKeyAge: Gauge;
   private jwksAgeSource: (() => number | undefined) | undefined;
@@ -222,6 +224,12 @@ export class Metrics {
     this.jwksFetches = new Counter({
       name: "tollgate_jwks_fetches_total",
       help: "Fetches of the identity provider's JWT keys (discovery and JWKS), by outcome: ok, timeout, tls, network, status, too_large, invalid.",
+      labelNames: ["outcome"],
+      registers: [this.registry],
+    });
+    this.traceSpans = new Counter({
+      name: "tollgate_trace_spans_total",
+      help: "Spans sent to the OTLP collector (telemetry.traces), by outcome: exported, failed (dropped after the exporter's attempt).",
       labelNames: ["outcome"],
       registers: [this.registry],
     });

@@ -58,6 +58,7 @@ export class OtelTracing implements Tracing {
   constructor(
     private readonly settings: TraceSettings,
     logger: Logger,
+    onExport?: (outcome: "exported" | "failed", spans: number) => void,
   ) {
     const exporter = new WarnOnFailure(
       new OTLPTraceExporter({
@@ -67,6 +68,7 @@ export class OtelTracing implements Tracing {
       }),
       logger,
       shownEndpoint(settings.endpoint),
+      onExport,
     );
     this.provider = new BasicTracerProvider({
       resource: resourceFromAttributes({ "service.name": settings.serviceName }),
@@ -357,11 +359,14 @@ class WarnOnFailure implements SpanExporter {
     private readonly inner: SpanExporter,
     private readonly logger: Logger,
     private readonly endpoint: string,
+    private readonly counted?: (outcome: "exported" | "failed", spans: number) => void,
   ) {}
 
   export(spans: ReadableSpan[], done: Parameters<SpanExporter["export"]>[1]): void {
     this.inner.export(spans, (result) => {
-      if (result.code !== ExportResultCode.SUCCESS) this.failed(spans.length, result.error);
+      const ok = result.code === ExportResultCode.SUCCESS;
+      this.counted?.(ok ? "exported" : "failed", spans.length);
+      if (!ok) this.failed(spans.length, result.error);
       done(result);
     });
   }

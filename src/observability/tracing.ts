@@ -69,9 +69,13 @@ export interface Tracing {
  * Loads OpenTelemetry and starts the exporter. The only way into otel-tracing.ts, and
  * dynamic on purpose: test/unit/tracing-imports.test.ts fails if a static import appears.
  */
-export async function startTracing(settings: TraceSettings, logger: Logger): Promise<Tracing> {
+export async function startTracing(
+  settings: TraceSettings,
+  logger: Logger,
+  onExport?: (outcome: "exported" | "failed", spans: number) => void,
+): Promise<Tracing> {
   const { OtelTracing } = await import("./otel-tracing.js");
-  return new OtelTracing(settings, logger);
+  return new OtelTracing(settings, logger, onExport);
 }
 
 /**

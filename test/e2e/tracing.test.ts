@@ -10,7 +10,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { spawnGateway } from "../support/gateway.js";
+import { metricValue, spawnGateway } from "../support/gateway.js";
 import { send } from "../support/http.js";
 import { type CollectedSpan, type Collector, SPAN_KIND, startCollector } from "../support/otlp-collector.js";
 import { deadPort } from "../support/ports.js";
@@ -366,6 +366,13 @@ describe("a collector that hangs", () => {
         const reply = await send(gw.url, { path: "/orders", headers: { "x-api-key": "key-gamma-secret" } });
         expect(reply.status).toBe(200);
         expect(reply.ms).toBeLessThan(1000);
+      }
+      // The batch goes after 1 s, and fails 500 ms later: counted, for an alert on the metric.
+      const failed = /^tollgate_trace_spans_total\{outcome="failed"\} (\d+)$/m;
+      const started = performance.now();
+      while (!((await metricValue(gw.adminUrl, failed)) >= 3)) {
+        if (performance.now() - started > 5000) throw new Error("no failed export counted within 5 s");
+        await new Promise((r) => setTimeout(r, 100));
       }
       const stopping = performance.now();
       expect(await gw.stop()).toBe(0);
