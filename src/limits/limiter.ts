@@ -99,16 +99,30 @@ export class Limiter {
    * without it their values are missing and they key by the caller. `reservation`: an AI
    * request's, which its budgets take in the same call (budget-reservation.ts); with a
    * `minOutput` a request its budgets cannot hold is lowered to what they can, down to it.
+   *
+   * A request no limit binds is answered at once, without a promise: the pipeline then goes on
+   * in the same turn, as it does for an exempt caller (a promise and its microtask per request
+   * were most of what a route without limits cost beyond forwarding).
    */
-  async check(
+  check(
     caller: Caller,
     route: LimitedRoute,
     request?: KeyedRequest,
     reservation?: BudgetReservation,
-  ): Promise<LimitDecision> {
+  ): LimitDecision | Promise<LimitDecision> {
     // A plan's list for a route ends with the route's own limits (config/compile.ts).
     const compiled = caller.plan?.limitsByRoute.get(route.name) ?? route.limits;
     if (compiled.length === 0) return UNLIMITED;
+    return this.checkLimits(caller, route, compiled, request, reservation);
+  }
+
+  private async checkLimits(
+    caller: Caller,
+    route: LimitedRoute,
+    compiled: readonly PlannedLimit[],
+    request: KeyedRequest | undefined,
+    reservation: BudgetReservation | undefined,
+  ): Promise<LimitDecision> {
     // Overrides replace limits in place, so everything below (keys, headers, 429 wording, the
     // local fallback's share) reads the size in force for this caller.
     const overridden = this.overrides ? this.overrides.apply(caller, compiled) : compiled;

@@ -96,7 +96,7 @@ async function instances(h: KeyedHarness) {
   const planned = (caller: Caller, r: CompiledRoute) => caller.plan?.limitsByRoute.get(r.name) ?? r.limits;
   return {
     check(i: number, caller: Caller, routeName: string, req: KeyedRequest): Promise<LimitDecision> {
-      return limiters[i % limiters.length]!.check(caller, route(routeName), req);
+      return Promise.resolve(limiters[i % limiters.length]!.check(caller, route(routeName), req));
     },
     /** The request's state keys, by limit name. */
     keys(caller: Caller, routeName: string, req: KeyedRequest): Record<string, string> {

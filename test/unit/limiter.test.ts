@@ -101,6 +101,13 @@ describe("Limiter", () => {
     expect(storeChecks()).toBe(0);
   });
 
+  it("answers a request no limit binds at once, without a promise, and one a limit binds with one", () => {
+    const { limiter } = setup();
+    // The pipeline goes on in the same turn for the first: no microtask per unlimited request.
+    expect(limiter.check(alice, route("elsewhere"))).toEqual({ kind: "unlimited" });
+    expect(limiter.check(alice, route("search"))).toBeInstanceOf(Promise);
+  });
+
   it("allows with every applied limit, its compiled description, and the checks for a post-charge", async () => {
     const { limiter } = setup();
     const d = expectKind(await limiter.check(alice, route("search")), "allowed");
