@@ -58,6 +58,12 @@ export interface BatcherParts {
    * test's now): the record is written after the fact (the script is sent nothing of it).
    */
   denied(record: DenialRecord, checks: readonly LimitCheck[], decision: StoreDecision, atMs: number): void;
+  /**
+   * Once per batch: its requests were decided (true), or they failed (false: an error, the
+   * deadline, or admissions the replicas did not confirm). The Sentinel recheck listens here,
+   * once per batch rather than once per request.
+   */
+  outcome?(decided: boolean): void;
 }
 
 export class CheckBatcher {
@@ -229,6 +235,7 @@ export class CheckBatcher {
         }
         batch.settled = true;
         batch.timer?.clear();
+        this.parts.outcome?.(true);
         for (let i = 0; i < batch.items.length; i++) {
           const item = batch.items[i]!;
           const decision = decisions[i]!;
@@ -271,6 +278,8 @@ export class CheckBatcher {
       if (item.denial) this.parts.denied(item.denial, item.checks, decision, item.nowMs ?? Number(clock));
       item.resolve(decision);
     }
+    // A master that answers but cannot confirm (cut off from its replicas) is failing.
+    this.parts.outcome?.(taken.length === 0);
     if (taken.length > 0) void this.refund(taken);
   }
 
@@ -280,6 +289,7 @@ export class CheckBatcher {
     batch.settled = true;
     batch.timer?.clear();
     if (this.open.get(batch.slot) === batch) this.open.delete(batch.slot);
+    this.parts.outcome?.(false);
     for (const item of batch.items) item.reject(err);
   }
 

@@ -96,6 +96,7 @@ export class RedisStore implements Store {
     }
     this.denialLog = new RedisDenialLog(this.client, this.boundary);
     this.pendingDenials = new DenialQueue(this.denialLog);
+    const recheck = this.recheck;
     this.batcher = new CheckBatcher({
       slots: this.slots,
       clocks: this.clocks,
@@ -105,6 +106,7 @@ export class RedisStore implements Store {
       replicas: options.replicas,
       denied: (record, checks, decision, atMs) =>
         this.pendingDenials.add(record, atMs, deniedLimitNames(checks, decision.outcomes)),
+      outcome: recheck && ((decided) => (decided ? recheck.succeeded() : recheck.failed())),
     });
     this.keyLister = new KeyLister(this.client, this.slots, this.boundary);
   }
@@ -117,18 +119,7 @@ export class RedisStore implements Store {
   /** Coalesced per slot (batcher.ts); in a cluster a request over several slots is decided slot by slot. */
   check(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
     if (checks.length === 0) return Promise.resolve({ allowed: true, outcomes: [] });
-    const recheck = this.recheck;
-    if (recheck === undefined) return this.decide(checks, options);
-    return this.decide(checks, options).then(
-      (decision) => {
-        recheck.succeeded();
-        return decision;
-      },
-      (err: unknown) => {
-        recheck.failed();
-        throw err;
-      },
-    );
+    return this.decide(checks, options);
   }
 
   private decide(checks: readonly LimitCheck[], options?: CheckOptions): Promise<StoreDecision> {
