@@ -101,8 +101,8 @@ export class Limiter {
    * `minOutput` a request its budgets cannot hold is lowered to what they can, down to it.
    *
    * A request no limit binds is answered at once, without a promise: the pipeline then goes on
-   * in the same turn, as it does for an exempt caller (a promise and its microtask per request
-   * were most of what a route without limits cost beyond forwarding).
+   * in the same turn, as it does for an exempt caller, instead of paying a promise and a
+   * microtask for an answer known already.
    */
   check(
     caller: Caller,
