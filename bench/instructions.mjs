@@ -15,12 +15,20 @@
 //   BENCH_INSTRUCTIONS_WARM (3000)  BENCH_INSTRUCTIONS_COUNT (3000)  BENCH_CONNECTIONS (4)
 //   BENCH_GATEWAY_CLI: another build's cli.js, measured in place of dist/cli.js
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Pool } from "undici";
-import { freePort, KEYS, killAll, root, startRedis, startUpstream } from "./support.mjs";
+import {
+  freePort,
+  KEYS,
+  killAll,
+  root,
+  startRedis,
+  startUpstream,
+  writeBenchGatewayConfig,
+} from "./support.mjs";
 
 const LIMITS = process.env.BENCH_INSTRUCTIONS_LIMITS ?? "none";
 const WARM = Number(process.env.BENCH_INSTRUCTIONS_WARM ?? 3000);
@@ -101,36 +109,6 @@ async function measure(name, port, args) {
   return Number(summary[1]) / COUNT;
 }
 
-/** The bench gateway's config (bench/support.mjs startBenchGateway's, on `port`). */
-function gatewayConfig(port, upstream, storeUrl) {
-  const clients = Array.from(
-    { length: KEYS },
-    (_, i) => `  - { id: bench-${i}, key: bench-key-${i}, plan: bench }`,
-  );
-  const limits =
-    LIMITS === "redis"
-      ? "{ global: { rate: 1000000/s, burst: 1000000 }, routes: { default: { rate: 1000000/s, burst: 1000000 } } }"
-      : "{}";
-  const file = join(mkdtempSync(join(tmpdir(), "tollgate-bench-")), "gateway.yaml");
-  writeFileSync(
-    file,
-    `listen: 127.0.0.1:${port}
-admin: { listen: 127.0.0.1:0 }
-log: { level: info, requests: false }
-headers: [draft, ietf]
-store: { url: ${storeUrl}, timeout: 100ms, on_failure: open }
-upstreams: { api: ${upstream} }
-clients:
-${clients.join("\n")}
-plans:
-  bench: ${limits}
-routes:
-  - { name: default, match: { path: / }, upstream: api }
-`,
-  );
-  return file;
-}
-
 try {
   const upstream = await startUpstream();
   const storeUrl = await startRedis();
@@ -142,7 +120,8 @@ try {
   ]);
   const gwPort = await freePort();
   const cli = process.env.BENCH_GATEWAY_CLI ?? join(root, "dist/cli.js");
-  const gw = await measure("tollgate", gwPort, [cli, "--config", gatewayConfig(gwPort, upstream, storeUrl)]);
+  const config = writeBenchGatewayConfig({ port: gwPort, storeUrl, upstream, limited: LIMITS === "redis" });
+  const gw = await measure("tollgate", gwPort, [cli, "--config", config]);
   // With limits on Redis, the floor too (bench/floor-peer.mjs: the passthrough and one batched
   // read and write of the caller's two keys per request): what tollgate adds to the least.
   let floor;

@@ -95,22 +95,21 @@ export function startFloor(upstream, redisUrl, nodeArgs = [], cwd = root) {
 }
 
 /**
- * A gateway (dist/cli.js) with the bench's callers: KEYS API keys on a plan that never denies,
- * with two token buckets per caller (its global limit and one on the route; or no limit at all
- * with `limited: false`), both header styles, and `flood-key`, far past its limit after 10.
+ * The bench gateway's config file, listening on `port`: KEYS API keys on a plan that never
+ * denies, with two token buckets per caller (its global limit and one on the route; or no limit
+ * at all with `limited: false`), both header styles, and `flood-key`, far past its limit after
+ * 10. Returns its path.
  */
-export async function startBenchGateway({
-  name = "tollgate",
+export function writeBenchGatewayConfig({
+  port,
   storeUrl,
   upstream,
   workers = 1,
   limited = true,
-  cwd = root,
   storeExtra = "",
   /** Top-level YAML appended to the config (bench:cost's `telemetry:`). */
   extra = "",
 }) {
-  const port = await freePort();
   const clients = Array.from(
     { length: KEYS },
     (_, i) => `  - { id: bench-${i}, key: bench-key-${i}, plan: bench }`,
@@ -135,6 +134,13 @@ routes:
   - { name: default, match: { path: / }, upstream: api }
 ${extra}`,
   );
+  return config;
+}
+
+/** A gateway (dist/cli.js) with the bench's config (writeBenchGatewayConfig) on a free port. */
+export async function startBenchGateway({ name = "tollgate", cwd = root, ...settings }) {
+  const port = await freePort();
+  const config = writeBenchGatewayConfig({ port, ...settings });
   // BENCH_GATEWAY_NODE_ARGS: Node flags for the gateway alone (bench/profile.mjs: --cpu-prof).
   // BENCH_GATEWAY_CLI: another build's cli.js, to compare two builds in one run.
   const nodeArgs = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
