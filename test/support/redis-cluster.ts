@@ -61,33 +61,24 @@ export async function startRedisCluster({
       { stdio: "ignore" },
     );
   for (const port of ports) children.set(port, spawnNode(port));
-  for (const port of ports) await waitForPing(port, children.get(port)!);
-  await run("redis-cli", [
-    "--cluster",
-    "create",
-    ...ports.map((p) => `127.0.0.1:${p}`),
-    "--cluster-replicas",
-    String(replicas),
-    "--cluster-yes",
-  ]);
-  // Every node must agree the cluster is up before tests use it.
-  const deadline = Date.now() + 15_000;
-  for (const port of ports) {
-    for (;;) {
-      const { stdout } = await run("redis-cli", ["-p", String(port), "cluster", "info"]);
-      if (stdout.includes("cluster_state:ok")) break;
-      if (Date.now() > deadline) throw new Error(`cluster did not become ok on ${port}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+  // A setup that fails (a node that cannot bind its port, a cluster that never agrees) kills the
+  // nodes it started: they would outlive the test run otherwise.
   const client = new Cluster(
     ports.map((port) => ({ host: "127.0.0.1", port })),
     {
       redisOptions: { maxRetriesPerRequest: 1 },
+      lazyConnect: true,
     },
   );
   client.on("error", () => {});
-  await client.ping();
+  try {
+    await formCluster(ports, children, replicas);
+    await client.ping();
+  } catch (err) {
+    client.disconnect();
+    for (const child of children.values()) child.kill("SIGKILL");
+    throw err;
+  }
   const kill = async (port: number) => {
     const child = children.get(port);
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
@@ -129,4 +120,31 @@ export async function startRedisCluster({
       for (const port of ports) await kill(port);
     },
   };
+}
+
+/** Waits for every node, joins them into a cluster and waits until every node says it is ok. */
+async function formCluster(
+  ports: number[],
+  children: Map<number, ChildProcess>,
+  replicas: number,
+): Promise<void> {
+  for (const port of ports) await waitForPing(port, children.get(port)!);
+  await run("redis-cli", [
+    "--cluster",
+    "create",
+    ...ports.map((p) => `127.0.0.1:${p}`),
+    "--cluster-replicas",
+    String(replicas),
+    "--cluster-yes",
+  ]);
+  // Every node must agree the cluster is up before tests use it.
+  const deadline = Date.now() + 15_000;
+  for (const port of ports) {
+    for (;;) {
+      const { stdout } = await run("redis-cli", ["-p", String(port), "cluster", "info"]);
+      if (stdout.includes("cluster_state:ok")) break;
+      if (Date.now() > deadline) throw new Error(`cluster did not become ok on ${port}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
 }
