@@ -304,8 +304,18 @@ class Topology {
     ).catch(async (err: Error) => {
       const sentinel = String(await this.sentinel.info("sentinel").catch(() => "?"));
       const tilt = sentinel.match(/sentinel_tilt:\d+/)?.[0] ?? "sentinel_tilt:?";
-      const role = String(await this.master.info("replication").catch(() => "?")).match(/role:\w+/)?.[0];
-      throw new Error(`${this.mode}: ${err.message} (${tilt}, old master ${role ?? "unreachable"})`);
+      // Which master it follows and whether its link is up, against the one the sentinel names
+      // now: a rejoin that never completes says here whether it follows the wrong address (the
+      // namespace's side) or cannot finish its sync.
+      const replication = String(await this.master.info("replication").catch(() => "?"));
+      const fields = ["role", "master_host", "master_port", "master_link_status", "master_sync_in_progress"]
+        .map((f) => replication.match(new RegExp(`${f}:[^\\r\\n]*`))?.[0])
+        .filter(Boolean)
+        .join(" ");
+      const named = await this.masterPort().catch(() => "?");
+      throw new Error(
+        `${this.mode}: ${err.message} (${tilt}, old master ${fields || "unreachable"}, expected master_port:${newMaster}, the sentinel names ${named} now)`,
+      );
     });
     return {
       mode: this.mode,
